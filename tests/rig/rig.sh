@@ -1,0 +1,440 @@
+# shellcheck shell=bash
+# The rig launcher: a library that L0 test scripts source.
+#
+#   . tests/rig/rig.sh
+#   rig_up [--borrowers 1|2] [--lender-mem MiB] [--borrower-mem MiB]
+#   rig_run lender [--timeout S] -- 'insmod $(rig_modules_dir)/ntb.ko && lsmod'
+#   rig_kill borrower1; rig_boot borrower1; rig_down
+#
+# VMs: "lender" (10.99.0.1) and "borrower1" (.2), "borrower2" (.3), all L1 guests of $FARPASS_QEMU under
+# TCG with intel-iommu in DMA-translation mode. Link N joins the lender and borrowerN with one NTB device
+# on each side ($RIGDIR/linkN.sock). Each VM's files are in $RIGDIR/<vm>/ (console.log, qemu.log,
+# server.log, cmd/), shared into the VM as 9p tag "out" at the same path.
+#
+# Environment:
+#   RIGDIR           results/logs directory (default <repo>/rig-out/<name of the test script>)
+#   RIG_NO_NTB=1     no NTB devices (and Debian's QEMU is accepted when the patched one is not built)
+#   RIG_QEMU         QEMU binary (default $FARPASS_QEMU)
+#   RIG_NTB_DEVICE   NTB device model (default ntb-epf); RIG_NTB_PROPS: extra ",prop=val" for it
+#   RIG_APPEND       extra L1 kernel command line;  RIG_QEMU_EXTRA: extra QEMU arguments (all VMs)
+#   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
+#   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
+
+RIG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$RIG_LIB/../../vm-images/env.sh"
+
+RIG_NTB_DEVICE=${RIG_NTB_DEVICE:-ntb-epf}
+RIG_BOOT_TIMEOUT=${RIG_BOOT_TIMEOUT:-240}
+RIG_RUN_TIMEOUT=${RIG_RUN_TIMEOUT:-600}
+RIG_VMS=()
+declare -gA RIG_PID=()
+declare -gA RIG_T0=()
+RIG_UP=0
+
+rig_log() { printf 'rig: %s\n' "$*" >&2; }
+rig_die() {
+	rig_log "ERROR: $*"
+	return 1
+}
+
+# --------------------------------------------------------------------------------- paths and helpers
+
+rig_dir() { printf '%s\n' "$RIGDIR"; }
+rig_vm_dir() { printf '%s/%s\n' "$RIGDIR" "$1"; }
+rig_lender_nvme_img() { printf '%s/lender-nvme.img\n' "$RIGDIR"; }
+# Where the built .ko files are; the same path inside L1 (it runs on L0's root).
+rig_modules_dir() { printf '%s\n' "$FARPASS_KO_DIR"; }
+rig_vm_ip() {
+	case $1 in
+	lender) echo 10.99.0.1 ;;
+	borrower1) echo 10.99.0.2 ;;
+	borrower2) echo 10.99.0.3 ;;
+	*) return 1 ;;
+	esac
+}
+
+_rig_now() { date +%s.%N; }
+_rig_elapsed() { awk -v a="$1" -v b="$(_rig_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Pick the QEMU: the patched one; Debian's only when the test asks for no NTB.
+_rig_pick_qemu() {
+	if [ -n "${RIG_QEMU:-}" ]; then
+		return 0
+	fi
+	if [ -x "$FARPASS_QEMU" ]; then
+		RIG_QEMU=$FARPASS_QEMU
+	elif [ "${RIG_NO_NTB:-0}" = 1 ]; then
+		RIG_QEMU=/usr/bin/qemu-system-x86_64
+		rig_log "patched QEMU not built ($FARPASS_QEMU); using $RIG_QEMU (RIG_NO_NTB=1)"
+	else
+		rig_die "patched QEMU missing: run vm-images/setup.sh qemu (or RIG_NO_NTB=1 to run without NTB)"
+	fi
+}
+
+_rig_check_setup() {
+	local f
+	for f in "${FARPASS_VMLINUX:-}" "${FARPASS_L1_INITRD:-}" "${FARPASS_KO_DIR:-}/ntb.ko"; do
+		if [ -z "$f" ] || [ ! -e "$f" ]; then
+			rig_die "rig not set up (missing ${f:-rig.env}): run vm-images/setup.sh rig"
+			return 1
+		fi
+	done
+}
+
+# PIDs of processes of this rig: any process whose command line names $RIGDIR/ (QEMUs and the LAN hub).
+# Never matches unrelated QEMUs: those do not have our RIGDIR in their arguments.
+_rig_find_pids() {
+	local p cmd
+	for p in /proc/[0-9]*; do
+		cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+		case $cmd in
+		*qemu-system*"$RIGDIR/"* | *lan-hub.py*"--tag $RIGDIR "*) echo "${p#/proc/}" ;;
+		esac
+	done
+}
+
+# Alive = exists and not a zombie (our disowned children are reaped by bash asynchronously).
+_rig_pid_alive() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "${st%% *}" != Z ]
+}
+
+_rig_kill_pids() {
+	local p i
+	(($#)) || return 0
+	kill -KILL "$@" 2>/dev/null || true
+	for i in $(seq 100); do
+		for p in "$@"; do
+			_rig_pid_alive "$p" && break
+			p=
+		done
+		[ -z "$p" ] && break
+		sleep 0.05
+	done
+	return 0
+}
+
+_rig_kill_stale() {
+	local pids
+	pids=$(_rig_find_pids)
+	if [ -n "$pids" ]; then
+		rig_log "killing stale processes of $RIGDIR: $(echo $pids)"
+		# shellcheck disable=SC2086
+		_rig_kill_pids $pids
+	fi
+}
+
+# ------------------------------------------------------------------------------------ management LAN
+
+# Ports on 127.0.0.1 derived from RIGDIR: two rigs (two test dirs) never share a LAN.
+_rig_lan_ports() {
+	local h
+	h=$(printf '%s' "$RIGDIR" | cksum | cut -d' ' -f1)
+	RIG_HUB_PORT=$((20000 + (h % 2000) * 8))
+}
+
+_rig_start_hub() {
+	local ports=() i
+	for i in 1 2 3; do
+		ports+=($((RIG_HUB_PORT + i)))
+	done
+	/usr/bin/python3 "$RIG_LIB/lan-hub.py" --tag "$RIGDIR" "$RIG_HUB_PORT" "${ports[@]}" \
+		</dev/null >>"$RIGDIR/lan-hub.log" 2>&1 &
+	RIG_HUB_PID=$!
+	disown "$RIG_HUB_PID"
+}
+
+# ------------------------------------------------------------------------------------------ one VM
+
+# Write the VM's QEMU argv (NUL-separated, so rig_boot replays it exactly) and a readable copy.
+_rig_prepare_vm() {
+	local vm=$1 n=$2 mem=$3 dir append link
+	local -a a
+	dir=$(rig_vm_dir "$vm")
+	mkdir -p "$dir"
+	append="console=ttyS0 quiet panic=-1 intel_iommu=on rig.vm=$vm rig.out=$dir"
+	append+=" rig.server=$RIG_LIB/rig-server.sh rig.kmods=$FARPASS_KMODS rig.ip=$(rig_vm_ip "$vm")/24"
+	append+=" ${RIG_APPEND:-}"
+	# shellcheck disable=SC2206
+	a=("$RIG_QEMU" $FARPASS_QEMU_FW
+		-name "rig-$vm" -M q35,kernel-irqchip=split -accel tcg,thread=multi -cpu max -smp 2 -m "$mem"
+		-nodefaults -display none -no-reboot
+		# DMA translation mode (no iommu=pt): every device's DMA goes through its IOMMU domain.
+		-device intel-iommu,intremap=on,caching-mode=on
+		# PVH entry of the uncompressed vmlinux: no decompression under TCG.
+		-kernel "$FARPASS_VMLINUX" -initrd "$FARPASS_L1_INITRD" -append "$append"
+		-chardev "file,id=con,path=$dir/console.log,append=on" -serial chardev:con
+		-qmp "unix:$dir/qmp.sock,server=on,wait=off"
+		-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap
+		-virtfs "local,path=$dir,mount_tag=out,security_model=none"
+		-netdev "socket,id=mgmt,udp=127.0.0.1:$RIG_HUB_PORT,localaddr=127.0.0.1:$((RIG_HUB_PORT + n))"
+		-device "virtio-net-pci,netdev=mgmt,mac=52:54:00:99:00:0$n,romfile=,addr=0x3"
+	)
+	if [ "$vm" = lender ]; then
+		a+=(-drive "file=$(rig_lender_nvme_img),if=none,id=nvme0,format=raw,cache=writeback"
+			-device "nvme,drive=nvme0,serial=farpass-nvme0,addr=0x8")
+	fi
+	if [ "${RIG_NO_NTB:-0}" != 1 ]; then
+		if [ "$vm" = lender ]; then
+			for ((link = 1; link <= RIG_BORROWERS; link++)); do
+				a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$RIGDIR/link$link.sock,server=on,addr=0x$((9 + link))${RIG_NTB_PROPS:-}")
+			done
+		else
+			link=${vm#borrower}
+			a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$RIGDIR/link$link.sock,server=off,addr=0xa${RIG_NTB_PROPS:-}")
+		fi
+	fi
+	# shellcheck disable=SC2206
+	a+=(${RIG_QEMU_EXTRA:-})
+	printf '%s\0' "${a[@]}" >"$dir/qemu.argv"
+	printf '%q ' "${a[@]}" >"$dir/qemu.cmdline"
+	echo >>"$dir/qemu.cmdline"
+}
+
+# Start the VM's QEMU in the background (as our child, so the EXIT trap and `wait` can reap it).
+_rig_launch() {
+	local vm=$1 dir
+	local -a a
+	dir=$(rig_vm_dir "$vm")
+	mapfile -d '' a <"$dir/qemu.argv"
+	rm -rf "$dir/cmd" "$dir/ready" "$dir/server.log"
+	mkdir -p "$dir/cmd"
+	printf '\n===== rig: boot %s at %s =====\n' "$vm" "$(date +%T.%N)" >>"$dir/console.log"
+	RIG_T0[$vm]=$(_rig_now)
+	"${a[@]}" </dev/null >>"$dir/qemu.log" 2>&1 &
+	RIG_PID[$vm]=$!
+	# Not a job of the test's shell: no "Killed" notices when rig_kill/rig_down end it.
+	disown "${RIG_PID[$vm]}"
+	echo "${RIG_PID[$vm]}" >"$dir/pid"
+}
+
+rig_vm_alive() {
+	local pid=${RIG_PID[$1]:-}
+	[ -n "$pid" ] && _rig_pid_alive "$pid"
+}
+
+# Wait until all given VMs' command servers are ready; prints each VM's boot time.
+_rig_wait_ready_all() {
+	local timeout=$RIG_BOOT_TIMEOUT t0 vm dir pending=("$@") left rc=0
+	t0=$SECONDS
+	while ((${#pending[@]})); do
+		left=()
+		for vm in "${pending[@]}"; do
+			dir=$(rig_vm_dir "$vm")
+			if [ -e "$dir/ready" ]; then
+				local secs
+				secs=$(_rig_elapsed "${RIG_T0[$vm]}")
+				rig_log "$vm ready: boot ${secs}s (guest $(cat "$dir/ready"))"
+				printf '%s %s\n' "$vm" "$secs" >>"$RIGDIR/boot-times.txt"
+			elif ! rig_vm_alive "$vm"; then
+				rig_log "$vm: QEMU exited during boot"
+				_rig_show_logs "$vm"
+				rc=1
+			elif ((SECONDS - t0 > timeout)); then
+				rig_log "$vm: not ready after ${timeout}s"
+				_rig_show_logs "$vm"
+				rc=1
+			else
+				left+=("$vm")
+			fi
+		done
+		pending=("${left[@]}")
+		((${#pending[@]})) && sleep 0.05
+	done
+	return $rc
+}
+
+rig_wait_ready() {
+	local vm=$1
+	shift
+	if [ "${1:-}" = --timeout ]; then
+		local RIG_BOOT_TIMEOUT=$2
+	fi
+	_rig_wait_ready_all "$vm"
+}
+
+_rig_show_logs() {
+	local vm=$1 dir f
+	RIG_LOGS_SHOWN=1
+	dir=$(rig_vm_dir "$vm")
+	for f in qemu.log console.log server.log; do
+		if [ -s "$dir/$f" ]; then
+			printf -- '----- %s/%s (tail) -----\n' "$vm" "$f" >&2
+			tail -n 25 "$dir/$f" | tr -d '\r' >&2
+		fi
+	done
+}
+
+# ---------------------------------------------------------------------------------------- public API
+
+rig_up() {
+	local borrowers=1 lmem=2048 bmem=3072 vm n
+	while (($#)); do
+		case $1 in
+		--borrowers) borrowers=$2; shift 2 ;;
+		--lender-mem) lmem=$2; shift 2 ;;
+		--borrower-mem) bmem=$2; shift 2 ;;
+		*) rig_die "rig_up: unknown option $1" || return ;;
+		esac
+	done
+	case $borrowers in 1 | 2) ;; *) rig_die "rig_up: --borrowers must be 1 or 2" || return ;; esac
+	RIG_BORROWERS=$borrowers
+	RIGDIR=${RIGDIR:-$FARPASS_TOP/rig-out/$(basename "$0" .sh)}
+	_rig_check_setup || return
+	_rig_pick_qemu || return
+	mkdir -p "$RIGDIR"
+	RIGDIR=$(cd "$RIGDIR" && pwd)
+	_rig_kill_stale
+	_rig_install_trap
+	RIG_UP=1
+	RIG_VMS=(lender)
+	for ((n = 1; n <= borrowers; n++)); do
+		RIG_VMS+=("borrower$n")
+	done
+	rm -rf "$RIGDIR"/lender "$RIGDIR"/borrower[12] "$RIGDIR"/link*.sock "$RIGDIR/boot-times.txt"
+	# A fresh sparse NVMe backing file per rig: tests start from a known state.
+	rm -f "$(rig_lender_nvme_img)"
+	truncate -s 256M "$(rig_lender_nvme_img)"
+	_rig_lan_ports
+	_rig_start_hub
+	n=1
+	for vm in "${RIG_VMS[@]}"; do
+		_rig_prepare_vm "$vm" "$n" "$([ "$vm" = lender ] && echo "$lmem" || echo "$bmem")"
+		n=$((n + 1))
+	done
+	rig_log "up: ${RIG_VMS[*]} in $RIGDIR with $RIG_QEMU$([ "${RIG_NO_NTB:-0}" = 1 ] && echo ' (no NTB)')"
+	_rig_launch lender
+	_rig_wait_ntb_sockets || return
+	for vm in "${RIG_VMS[@]:1}"; do
+		_rig_launch "$vm"
+	done
+	_rig_wait_ready_all "${RIG_VMS[@]}"
+}
+
+# The lender's NTB ends listen (server=on): start borrowers once the sockets exist, so that their
+# connect does not race the lender's QEMU start-up.
+_rig_wait_ntb_sockets() {
+	local link i
+	[ "${RIG_NO_NTB:-0}" = 1 ] && return 0
+	for ((link = 1; link <= RIG_BORROWERS; link++)); do
+		for i in $(seq 200); do
+			[ -S "$RIGDIR/link$link.sock" ] && break
+			rig_vm_alive lender || break
+			sleep 0.05
+		done
+		if [ ! -S "$RIGDIR/link$link.sock" ]; then
+			rig_log "lender did not create $RIGDIR/link$link.sock"
+			_rig_show_logs lender
+			return 1
+		fi
+	done
+}
+
+# rig_run VM [--timeout S] -- COMMAND...: run COMMAND (a bash script text) in VM; prints its output
+# (stdout+stderr) and returns its exit code; 124 on timeout (the command is killed in the VM), 125 if
+# the VM is down.
+rig_run() {
+	local vm=$1 timeout=$RIG_RUN_TIMEOUT dir id t0 rc
+	shift
+	while (($#)); do
+		case $1 in
+		--timeout) timeout=$2; shift 2 ;;
+		--) shift && break ;;
+		*) break ;;
+		esac
+	done
+	dir=$(rig_vm_dir "$vm")/cmd
+	if [ ! -e "$(rig_vm_dir "$vm")/ready" ] || ! rig_vm_alive "$vm"; then
+		rig_log "rig_run $vm: VM is not up"
+		return 125
+	fi
+	RIG_SEQ=$((${RIG_SEQ:-0} + 1))
+	id=$(date +%s%N)-$$-$RIG_SEQ
+	printf '%s\n' "$*" >"$dir/.$id.tmp"
+	mv "$dir/.$id.tmp" "$dir/$id.sh"
+	t0=$SECONDS
+	while [ ! -e "$dir/$id.rc" ]; do
+		if ((SECONDS - t0 >= timeout)); then
+			touch "$dir/$id.kill"
+			cat "$dir/$id.out" 2>/dev/null || true
+			rig_log "rig_run $vm: timeout after ${timeout}s: $*"
+			return 124
+		fi
+		if ! rig_vm_alive "$vm"; then
+			cat "$dir/$id.out" 2>/dev/null || true
+			rig_log "rig_run $vm: VM died while running: $*"
+			return 125
+		fi
+		sleep 0.05
+	done
+	cat "$dir/$id.out"
+	rc=$(cat "$dir/$id.rc")
+	return "$rc"
+}
+
+# SIGKILL the VM's QEMU (a crashed host: its NTB peers see the link go down).
+rig_kill() {
+	local vm=$1 pid=${RIG_PID[$1]:-}
+	[ -n "$pid" ] && _rig_kill_pids "$pid"
+	rm -f "$(rig_vm_dir "$vm")/ready"
+	RIG_PID[$vm]=
+	rig_log "$vm killed"
+}
+
+# Boot the VM again with the same arguments and wait for it (--no-wait: return at once).
+rig_boot() {
+	local vm=$1
+	if rig_vm_alive "$vm"; then
+		rig_die "rig_boot $vm: already running" || return
+	fi
+	_rig_launch "$vm"
+	[ "${2:-}" = --no-wait ] && return 0
+	_rig_wait_ready_all "$vm"
+}
+
+# Kill all VMs and the LAN; console logs stay in $RIGDIR/<vm>/console.log.
+rig_down() {
+	local vm pids=()
+	[ "$RIG_UP" = 1 ] || return 0
+	for vm in "${RIG_VMS[@]}"; do
+		[ -n "${RIG_PID[$vm]:-}" ] && pids+=("${RIG_PID[$vm]}")
+		RIG_PID[$vm]=
+	done
+	[ -n "${RIG_HUB_PID:-}" ] && pids+=("$RIG_HUB_PID")
+	_rig_kill_pids "${pids[@]}"
+	_rig_kill_stale
+	rm -f "$RIGDIR"/link*.sock "$RIGDIR"/*/qmp.sock
+	RIG_UP=0
+	rig_log "down; logs in $RIGDIR/{$(
+		IFS=,
+		echo "${RIG_VMS[*]}"
+	)}/console.log"
+}
+
+# EXIT trap: whatever happens to the test (failure, set -e, Ctrl-C), no QEMU outlives it. On failure
+# print the tails of the logs. A trap the test had set before rig_up still runs afterwards.
+_rig_install_trap() {
+	RIG_PREV_EXIT_TRAP=$(trap -p EXIT | sed -e "s/^trap -- '//" -e "s/' EXIT\$//")
+	trap '_rig_on_exit' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
+_rig_on_exit() {
+	local rc=$? vm
+	set +e
+	if [ "$RIG_UP" = 1 ]; then
+		if ((rc != 0)) && [ -z "${RIG_LOGS_SHOWN:-}" ]; then
+			rig_log "test failed (rc=$rc): log tails follow"
+			for vm in "${RIG_VMS[@]}"; do
+				_rig_show_logs "$vm"
+			done
+		fi
+		rig_down
+	fi
+	if [ -n "${RIG_PREV_EXIT_TRAP:-}" ]; then
+		eval "$RIG_PREV_EXIT_TRAP"
+	fi
+	exit $rc
+}

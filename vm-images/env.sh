@@ -1,0 +1,43 @@
+# Sourced by every rig script: where downloads and builds are cached, and which versions the rig uses.
+# Builds live outside the clone, keyed by version, so a second `make check` reuses them; a fresh machine
+# builds everything from Debian packages.
+
+FARPASS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FARPASS_CACHE=${FARPASS_CACHE:-/var/cache/farpass}
+
+# Debian's own python3 (QEMU's configure and meson must not pick up a pyenv shim).
+export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+
+# The QEMU source package the rig patches, and the build that carries our patches (keyed by their hash,
+# so editing a patch rebuilds).
+QEMU_DEB_VERSION=${QEMU_DEB_VERSION:-1:7.2+dfsg-7+deb12u18}
+qemu_patch_hash() {
+	# Missing files hash as absent (not an error), so sourcing this under `set -euo pipefail` works
+	# before qemu-patches/ is complete; once the files exist the hash is the same as without `|| true`.
+	{ (cd "$FARPASS_TOP/qemu-patches" && cat series $(cat series) rig-devices.mak build-qemu.sh) 2>/dev/null ||
+		true; } | sha256sum | cut -c1-12
+}
+FARPASS_QEMU_DIR=$FARPASS_CACHE/qemu-${QEMU_DEB_VERSION#*:}-$(qemu_patch_hash)
+FARPASS_QEMU=$FARPASS_QEMU_DIR/bin/qemu-system-x86_64
+# Firmware from Debian's seabios/ipxe-qemu packages (the dfsg source ships none).
+FARPASS_QEMU_FW="-L /usr/share/seabios -L /usr/share/qemu"
+
+# Progress for long steps: "==> step" lines with elapsed seconds.
+step() { printf '==> %s\n' "$*" >&2; }
+timed() {
+	local name=$1 t0=$SECONDS
+	shift
+	step "$name"
+	"$@"
+	local rc=$?
+	printf '    %s: %ds (rc=%d)\n' "$name" $((SECONDS - t0)) $rc >&2
+	return $rc
+}
+
+# Kernel versions and artefact paths resolved by `vm-images/setup.sh` (KVER, KDEB_VERSION, FARPASS_KIMG,
+# FARPASS_VMLINUX, FARPASS_KO_DIR, FARPASS_L1_INITRD, ...). Written once per set-up so that every script
+# (setup, rig launcher, tests, the L1 command server) uses the same values; absent before the first set-up.
+FARPASS_RIG_ENV=$FARPASS_CACHE/rig.env
+if [ -r "$FARPASS_RIG_ENV" ]; then
+	. "$FARPASS_RIG_ENV"
+fi

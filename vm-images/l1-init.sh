@@ -1,0 +1,75 @@
+#!/bin/sh
+# /init of the rig's L1 VMs (busybox sh, packed into the L1 initramfs by vm-images/setup.sh).
+#
+# The L1 root is the L0 host's own root, shared read-only over virtio-9p (tag "host"), made writable by an
+# overlay with a tmpfs upper layer (writes stay in L1 RAM), so L1 runs the very binaries, repo and cache
+# paths of L0. The VM's result directory is shared read-write (tag "out") at the same path as on L0.
+# Kernel command line (set by tests/rig/rig.sh):
+#   rig.vm=NAME rig.out=DIR rig.server=SCRIPT rig.kmods=DIR
+# Then the rig's command server (tests/rig/rig-server.sh) runs as PID 1 of the new root.
+export PATH=/bin
+/bin/busybox --install -s /bin
+
+fail() {
+	echo "rig-init: FAILED: $*"
+	sleep 2
+	poweroff -f
+}
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "rig-init: start at uptime $(cut -d' ' -f1 /proc/uptime)"
+
+# virtio + 9p + overlay are modules in Debian's kernel; the order satisfies their dependencies.
+for m in $(cat /mods/order); do
+	insmod "/mods/$m.ko" || echo "rig-init: insmod $m failed"
+done
+
+vm= out= server= kmods=
+for a in $(cat /proc/cmdline); do
+	case $a in
+	rig.vm=*) vm=${a#*=} ;;
+	rig.out=*) out=${a#*=} ;;
+	rig.server=*) server=${a#*=} ;;
+	rig.kmods=*) kmods=${a#*=} ;;
+	esac
+done
+[ -n "$vm" ] && [ -n "$out" ] && [ -n "$server" ] || fail "missing rig.vm/rig.out/rig.server on the command line"
+
+# cache=none: L0 writes (command files) are seen at once; msize: fewer round trips for big reads.
+O=trans=virtio,version=9p2000.L,msize=512000,cache=none
+mount -t 9p -o "$O,ro" host /lower || fail "mount host root"
+mount -t tmpfs -o mode=755 upper /upper || fail "mount tmpfs"
+mkdir -p /upper/u /upper/w
+mount -t overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w root /newroot || fail "mount overlay"
+R=/newroot
+mkdir -p "$R$out"
+mount -t 9p -o "$O" out "$R$out" || fail "mount out share at $out"
+
+mount --move /proc "$R/proc"
+mount --move /sys "$R/sys"
+mount --move /dev "$R/dev"
+mkdir -p "$R/dev/pts" "$R/dev/shm"
+mount -t devpts devpts "$R/dev/pts"
+mount -t tmpfs shm "$R/dev/shm"
+mount -t tmpfs run "$R/run"
+mount -t tmpfs tmp "$R/tmp"
+mount -t debugfs debugfs "$R/sys/kernel/debug"
+# devtmpfs lacks the links udev would make; tools (mdevctl via libvirt, bash here-strings) need them.
+ln -sf /proc/self/fd "$R/dev/fd"
+ln -sf /proc/self/fd/0 "$R/dev/stdin"
+ln -sf /proc/self/fd/1 "$R/dev/stdout"
+ln -sf /proc/self/fd/2 "$R/dev/stderr"
+# L0's /lib/modules is for L0's kernel: show the extracted Debian image's modules (depmod'ed) instead.
+if [ -n "$kmods" ]; then
+	k=$(uname -r)
+	mkdir -p "$R/lib/modules/$k"
+	mount -o bind "$R$kmods" "$R/lib/modules/$k" || echo "rig-init: bind $kmods failed"
+fi
+echo "$vm" >"$R/proc/sys/kernel/hostname"
+
+echo "rig-init: $vm root ready at uptime $(cut -d' ' -f1 "$R/proc/uptime")"
+# switch_root (not chroot) so the new root is the namespace's real root (libvirt's namespaces need it).
+export RIG_VM="$vm" RIG_OUT="$out" HOME=/root TERM=dumb
+exec switch_root "$R" /bin/bash "$server"

@@ -1,0 +1,468 @@
+#!/bin/bash
+# Idempotent set-up of the farpass rig on a fresh Debian 12 machine.
+#
+#   vm-images/setup.sh [step|group ...]        (default: all)
+#
+# Steps:  apt kernel modules l1initrd qemu l2 rootfs
+# Groups: rig = apt kernel modules l1initrd qemu   (what check-rig needs; fast once cached)
+#         all = rig l2 rootfs                       (adds the L2 guest kernel/initrd and the L1 libvirt root)
+#
+# Everything is cached under $FARPASS_CACHE, keyed by the Debian kernel version (kernel-$KDEB_VERSION/) or by
+# a hash of the inputs (stamp files), so a second run only checks. Resolved versions and paths are written
+# to $FARPASS_CACHE/rig.env, which vm-images/env.sh sources for every other script.
+set -euo pipefail
+
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+VM_IMAGES=$FARPASS_TOP/vm-images
+
+# Build/run dependencies (each checked against apt-cache). The linux-headers package of the chosen ABI is
+# added by resolve_kernel. kmod/pciutils/iputils-ping/procps are also used inside L1 (it runs on our root).
+APT_PACKAGES=(
+	flex bison bc libelf-dev libssl-dev cpio busybox-static dpkg-dev gcc make file
+	libglib2.0-dev libpixman-1-dev meson ninja-build libfdt-dev libattr1-dev libcap-ng-dev libslirp-dev
+	pkg-config python3 qemu-system-x86 qemu-utils seabios ipxe-qemu qemu-system-data mmdebstrap
+	nlohmann-json3-dev doctest-dev iproute2 iputils-ping xz-utils kmod pciutils procps
+	debian-archive-keyring
+)
+SRC_LIST=/etc/apt/sources.list.d/farpass-src.sources
+APT_UPDATED=0
+
+die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
+
+# Run a long command with its output in a log, printing a progress line every 20 s and the log's tail
+# on failure (a 5-minute kernel build must not look hung, nor flood the terminal).
+with_progress() {
+	local log=$1 t0=$SECONDS pid rc=0
+	shift
+	mkdir -p "$(dirname "$log")"
+	"$@" >"$log" 2>&1 &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 2
+		if (((SECONDS - t0) % 20 < 2)) && ((SECONDS - t0 >= 20)); then
+			printf '    ... %ds: %s\n' $((SECONDS - t0)) "$(tail -n1 "$log" | cut -c1-100)" >&2
+		fi
+	done
+	wait "$pid" || rc=$?
+	if ((rc != 0)); then
+		tail -n 30 "$log" >&2
+		printf '    failed (rc=%d), full log: %s\n' "$rc" "$log" >&2
+	fi
+	return "$rc"
+}
+
+# Stamp files make content-keyed steps idempotent: <out>.stamp holds the hash of the step's inputs.
+inputs_hash() { cat "$@" | sha256sum | cut -c1-16; }
+is_current() { [ -e "$1" ] && [ "$(cat "$1.stamp" 2>/dev/null)" = "$2" ]; }
+mark_current() { printf '%s\n' "$2" >"$1.stamp"; }
+
+# ---------------------------------------------------------------------------------------------- apt
+
+# deb-src entries (deb822); Signed-By is mandatory or apt refuses the entries. Returns 0 if changed.
+write_src_list() {
+	local want
+	want=$(cat <<-'EOF'
+		Types: deb-src
+		URIs: http://deb.debian.org/debian
+		Suites: bookworm bookworm-updates
+		Components: main
+		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+		Types: deb-src
+		URIs: http://deb.debian.org/debian-security
+		Suites: bookworm-security
+		Components: main
+		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+	EOF
+	)
+	if [ "$(cat "$SRC_LIST" 2>/dev/null)" = "$want" ]; then
+		return 1
+	fi
+	printf '%s\n' "$want" >"$SRC_LIST"
+}
+
+apt_update() {
+	if ((APT_UPDATED)); then
+		return 0
+	fi
+	timed apt-update with_progress "$FARPASS_CACHE/logs/apt-update.log" apt-get update
+	APT_UPDATED=1
+}
+
+has_candidate() { [ -n "$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)" {print $2}')" ]; }
+is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+# The L1 kernel is whatever linux-image-amd64 depends on today (e.g. linux-image-6.1.0-56-amd64,
+# version 6.1.192-2); headers, image and source must all be that exact version.
+resolve_kernel() {
+	local img
+	img=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+	[ -n "$img" ] || return 1
+	KVER=${img#linux-image-}
+	KDEB_VERSION=$(apt-cache policy "$img" | awk '/Candidate:/ {print $2}')
+	[ -n "$KDEB_VERSION" ] && [ "$KDEB_VERSION" != "(none)" ]
+}
+
+step_apt() {
+	local p missing=() unknown=()
+	if write_src_list; then
+		step "apt: wrote $SRC_LIST"
+		APT_UPDATED=0
+		apt_update
+	fi
+	# Fresh machine: empty lists. Otherwise trust the lists we have (apt-get update only when needed).
+	if ! resolve_kernel || ! has_candidate "${APT_PACKAGES[0]}"; then
+		apt_update
+		resolve_kernel || die "cannot resolve linux-image-amd64 from apt"
+	fi
+	for p in "${APT_PACKAGES[@]}" "linux-headers-$KVER"; do
+		if is_installed "$p"; then
+			continue
+		fi
+		has_candidate "$p" || unknown+=("$p")
+		missing+=("$p")
+	done
+	if ((${#unknown[@]})); then
+		apt_update
+		for p in "${unknown[@]}"; do
+			has_candidate "$p" || die "package $p not available from apt"
+		done
+	fi
+	if ((${#missing[@]})); then
+		timed "apt-install ${missing[*]}" with_progress "$FARPASS_CACHE/logs/apt-install.log" \
+			env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	fi
+	# The headers must be the same Debian version as the image we boot (modules are built against them).
+	local hv
+	hv=$(dpkg-query -W -f='${Version}' "linux-headers-$KVER")
+	[ "$hv" = "$KDEB_VERSION" ] || die "linux-headers-$KVER is $hv, linux-image is $KDEB_VERSION (run apt-get upgrade)"
+}
+
+# ------------------------------------------------------------------------------------------- kernel
+
+# Paths derived from the resolved versions; written to rig.env for every other script.
+kernel_paths() {
+	FARPASS_KDIR=$FARPASS_CACHE/kernel-$KDEB_VERSION
+	FARPASS_KIMG=$FARPASS_KDIR/image
+	FARPASS_KMODS=$FARPASS_KIMG/lib/modules/$KVER
+	FARPASS_VMLINUZ=$FARPASS_KIMG/boot/vmlinuz-$KVER
+	FARPASS_VMLINUX=$FARPASS_KDIR/vmlinux-$KVER
+	FARPASS_KHEADERS=/usr/src/linux-headers-$KVER
+	FARPASS_KSRC=$FARPASS_KDIR/src/linux-source-6.1
+	FARPASS_KSRC_FULL=$FARPASS_KDIR/src-full/linux-source-6.1
+	FARPASS_KBUILD=$FARPASS_KDIR/build
+	FARPASS_KO_DIR=$FARPASS_KDIR/ko
+	FARPASS_NTB_SYMVERS=$FARPASS_KBUILD/ntb/Module.symvers
+	FARPASS_L1_INITRD=$FARPASS_KDIR/l1-initrd.gz
+	FARPASS_L2_KERNEL=$FARPASS_KDIR/l2/vmlinux
+	FARPASS_L2_INITRD=$FARPASS_KDIR/l2/initrd.gz
+	FARPASS_ROOTFS=$FARPASS_CACHE/rootfs-bookworm-$(rootfs_hash)
+}
+
+write_rig_env() {
+	local v tmp=$FARPASS_RIG_ENV.tmp
+	{
+		echo "# Written by vm-images/setup.sh on $(date -u +%FT%TZ); sourced by vm-images/env.sh."
+		for v in KVER KDEB_VERSION FARPASS_KDIR FARPASS_KIMG FARPASS_KMODS FARPASS_VMLINUZ FARPASS_VMLINUX \
+			FARPASS_KHEADERS FARPASS_KSRC FARPASS_KSRC_FULL FARPASS_KBUILD FARPASS_KO_DIR FARPASS_NTB_SYMVERS \
+			FARPASS_L1_INITRD FARPASS_L2_KERNEL FARPASS_L2_INITRD FARPASS_ROOTFS; do
+			printf '%s=%q\n' "$v" "${!v}"
+		done
+	} >"$tmp"
+	mv "$tmp" "$FARPASS_RIG_ENV"
+}
+
+# apt-get download of an exact version into the cache (reusing a copy in apt's own cache if any).
+# A 404 means our package lists are older than the mirror: update once and retry.
+download_deb() {
+	local pkg=$1 ver=$2 dir=$3 f
+	f=$(ls "$dir/${pkg}_${ver#*:}_"*.deb 2>/dev/null | head -1 || true)
+	if [ -n "$f" ]; then
+		return 0
+	fi
+	mkdir -p "$dir"
+	f=$(ls /var/cache/apt/archives/"${pkg}_${ver#*:}_"*.deb 2>/dev/null | head -1 || true)
+	if [ -n "$f" ]; then
+		cp "$f" "$dir/"
+		return 0
+	fi
+	if ! (cd "$dir" && timed "download $pkg=$ver" with_progress "$FARPASS_CACHE/logs/download-$pkg.log" \
+		apt-get download -q "$pkg=$ver"); then
+		APT_UPDATED=0
+		apt_update
+		(cd "$dir" && timed "download $pkg=$ver" with_progress "$FARPASS_CACHE/logs/download-$pkg.log" \
+			apt-get download -q "$pkg=$ver")
+	fi
+}
+
+# Debian's bzImage is an XZ payload behind a stub; the uncompressed ELF has a PVH note, which QEMU's
+# -kernel boots directly (no decompression under TCG: saves 2-5 s per L1 boot).
+extract_vmlinux() {
+	local in=$1 out=$2 off
+	off=$(LC_ALL=C grep -abo $'\xfd7zXZ' "$in" | head -1 | cut -d: -f1)
+	[ -n "$off" ] || die "no XZ payload in $in"
+	tail -c +$((off + 1)) "$in" | xz -dc --single-stream >"$out.tmp" 2>/dev/null || true
+	[ "$(head -c4 "$out.tmp" | od -An -c | tr -d ' ')" = '177ELF' ] || die "extracted vmlinux is not ELF"
+	mv "$out.tmp" "$out"
+}
+
+step_kernel() {
+	resolve_kernel || die "cannot resolve the kernel (run: setup.sh apt)"
+	kernel_paths
+	local debs=$FARPASS_KDIR/debs
+	mkdir -p "$FARPASS_KDIR"
+	download_deb "linux-image-$KVER" "$KDEB_VERSION" "$debs"
+	download_deb linux-source-6.1 "$KDEB_VERSION" "$debs"
+
+	if [ ! -e "$FARPASS_KIMG/.done" ]; then
+		rm -rf "$FARPASS_KIMG"
+		timed extract-linux-image dpkg-deb -x "$debs/linux-image-${KVER}_${KDEB_VERSION}_amd64.deb" "$FARPASS_KIMG"
+		# The package ships no modules.dep (postinst runs depmod): make modprobe work inside L1.
+		depmod -b "$FARPASS_KIMG" "$KVER"
+		touch "$FARPASS_KIMG/.done"
+	fi
+	if [ ! -e "$FARPASS_VMLINUX" ]; then
+		timed extract-vmlinux extract_vmlinux "$FARPASS_VMLINUZ" "$FARPASS_VMLINUX"
+	fi
+	# Only the sources the out-of-tree NTB modules need (the full tree is unpacked by the l2 step).
+	if [ ! -e "$FARPASS_KDIR/src/.done" ]; then
+		rm -rf "$FARPASS_KDIR/src"
+		mkdir -p "$FARPASS_KDIR/src"
+		timed extract-ntb-sources extract_source "$FARPASS_KDIR/src" \
+			'linux-source-6.1/drivers/ntb/*' 'linux-source-6.1/drivers/net/ntb_netdev.c'
+		touch "$FARPASS_KDIR/src/.done"
+	fi
+	write_rig_env
+	# Debian builds no NTB support at all; if that changes, the rig should use Debian's modules.
+	if grep -q '^CONFIG_NTB=[my]' "$FARPASS_KHEADERS/.config"; then
+		step "NOTE: Debian's $KVER now has CONFIG_NTB; consider using its modules"
+	fi
+}
+
+# linux-source-6.1_*.deb holds usr/src/linux-source-6.1.tar.xz; stream it out without unpacking the deb.
+extract_source() {
+	local dest=$1
+	shift
+	dpkg-deb --fsys-tarfile "$FARPASS_KDIR/debs/linux-source-6.1_${KDEB_VERSION}_all.deb" |
+		tar -xO ./usr/src/linux-source-6.1.tar.xz | tar -C "$dest" -xJ --wildcards "$@"
+}
+
+need_kernel() {
+	if [ -z "${KDEB_VERSION:-}" ] || [ ! -e "$FARPASS_KIMG/.done" ]; then
+		step_kernel
+	fi
+	kernel_paths
+}
+
+# ------------------------------------------------------------------------------------------ modules
+
+# Copy a file only when its content changed, so `make` stays incremental across set-up runs.
+sync_file() { cmp -s "$1" "$2" 2>/dev/null || cp "$1" "$2"; }
+
+write_kbuild_makefile() {
+	# The Makefile lets a developer rebuild by hand: make -C <dir>.
+	printf 'KDIR ?= %s\nall:\n\t$(MAKE) -C $(KDIR) M=$(CURDIR) %s modules\n' "$FARPASS_KHEADERS" "$2" >"$1/Makefile.new"
+	sync_file "$1/Makefile.new" "$1/Makefile"
+	rm -f "$1/Makefile.new"
+}
+
+step_modules() {
+	need_kernel
+	local s=$FARPASS_KSRC/drivers b=$FARPASS_KBUILD/ntb f=$FARPASS_KBUILD/ntb-fidelity x
+	mkdir -p "$b" "$f" "$FARPASS_KO_DIR"
+	# NTB core, the EPF hardware driver our emulated NTB presents, the upstream test clients, transport and
+	# netdev. No CONFIG_NTB_MSI anywhere: every module sharing ntb.ko's symbols must agree on it.
+	for x in core.c ntb_transport.c hw/epf/ntb_hw_epf.c test/ntb_tool.c test/ntb_perf.c test/ntb_pingpong.c; do
+		sync_file "$s/ntb/$x" "$b/$(basename "$x")"
+	done
+	sync_file "$s/net/ntb_netdev.c" "$b/ntb_netdev.c"
+	printf '%s\n' '# Generated by vm-images/setup.sh (Debian builds CONFIG_NTB=n; no CONFIG_NTB_MSI)' \
+		'obj-m := ntb.o ntb_hw_epf.o ntb_transport.o ntb_netdev.o ntb_tool.o ntb_perf.o ntb_pingpong.o' \
+		'ntb-y := core.o' >"$b/Kbuild.new"
+	sync_file "$b/Kbuild.new" "$b/Kbuild"
+	rm -f "$b/Kbuild.new"
+	write_kbuild_makefile "$b" ""
+	timed build-ntb-modules with_progress "$FARPASS_CACHE/logs/build-ntb.log" nice make -C "$b" -j"$(nproc)"
+
+	# The rig's own test client lives in the repo; build it in the cache (keeps the clone clean).
+	for x in "$FARPASS_TOP"/tests/rig/ntb-fidelity/*; do
+		sync_file "$x" "$f/$(basename "$x")"
+	done
+	write_kbuild_makefile "$f" "KBUILD_EXTRA_SYMBOLS=$FARPASS_NTB_SYMVERS"
+	timed build-ntb-fidelity with_progress "$FARPASS_CACHE/logs/build-ntb-fidelity.log" nice make -C "$f" -j"$(nproc)"
+	grep -iE 'warning|error' "$FARPASS_CACHE/logs/build-ntb.log" "$FARPASS_CACHE/logs/build-ntb-fidelity.log" >&2 || true
+
+	# One flat directory of .ko files: what rig_modules_dir returns (same path inside L1).
+	for x in "$b"/*.ko "$f"/*.ko; do
+		sync_file "$x" "$FARPASS_KO_DIR/$(basename "$x")"
+	done
+	write_rig_env
+	step "modules: $(cd "$FARPASS_KO_DIR" && echo *.ko)"
+}
+
+# ----------------------------------------------------------------------------------------- l1initrd
+
+# Debian modules the L1 initramfs loads before it can mount the host root over virtio-9p (in order).
+L1_INITRD_MODULES=(
+	drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev
+	drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci fs/netfs/netfs fs/fscache/fscache
+	net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p fs/overlayfs/overlay
+)
+
+step_l1initrd() {
+	need_kernel
+	local init=$VM_IMAGES/l1-init.sh hash d m
+	hash=$( (printf '%s\n' "$KVER" "${L1_INITRD_MODULES[@]}" && cat "$init" /bin/busybox "$VM_IMAGES/setup.sh") | sha256sum | cut -c1-16)
+	if is_current "$FARPASS_L1_INITRD" "$hash"; then
+		step "l1initrd: up to date ($FARPASS_L1_INITRD)"
+		write_rig_env
+		return 0
+	fi
+	d=$(mktemp -d "$FARPASS_KDIR/l1-initrd.XXXXXX")
+	mkdir -p "$d"/{bin,dev,proc,sys,mods,newroot,lower,upper}
+	cp /bin/busybox "$d/bin/busybox"
+	ln -s busybox "$d/bin/sh"
+	for m in "${L1_INITRD_MODULES[@]}"; do
+		cp "$FARPASS_KMODS/kernel/$m.ko" "$d/mods/"
+		basename "$m" >>"$d/mods/order"
+	done
+	cp "$init" "$d/init"
+	chmod 755 "$d/init"
+	(cd "$d" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$FARPASS_L1_INITRD.tmp"
+	mv "$FARPASS_L1_INITRD.tmp" "$FARPASS_L1_INITRD"
+	rm -rf "$d"
+	mark_current "$FARPASS_L1_INITRD" "$hash"
+	write_rig_env
+	step "l1initrd: $(du -h "$FARPASS_L1_INITRD" | cut -f1) $FARPASS_L1_INITRD"
+}
+
+# --------------------------------------------------------------------------------------------- qemu
+
+# The patched QEMU is built (and cached by its patch hash) by qemu-patches/build-qemu.sh.
+step_qemu() {
+	local b=$FARPASS_TOP/qemu-patches/build-qemu.sh
+	if [ ! -e "$b" ]; then
+		step "qemu: $b not there yet; the rig falls back to nothing (set FARPASS_QEMU to try another)"
+		return 0
+	fi
+	if [ -x "$FARPASS_QEMU" ]; then
+		step "qemu: up to date ($FARPASS_QEMU)"
+		return 0
+	fi
+	timed build-qemu nice bash "$b"
+}
+
+# ----------------------------------------------------------------------------------------------- l2
+
+# L2 guest kernel: tinyconfig plus what an L2 guest of the rig needs (PCI/MSI/PCIe hotplug, ACPI, serial
+# console, initramfs, PVH entry for fast -kernel boot, NVMe/e1000e for borrowed devices, ext4).
+L2_CONFIG=(
+	-e 64BIT -e PRINTK -e PRINTK_TIME -e TTY -e SERIAL_8250 -e SERIAL_8250_CONSOLE -e SERIAL_8250_PCI
+	--set-val SERIAL_8250_NR_UARTS 4 --set-val SERIAL_8250_RUNTIME_UARTS 4
+	-e PCI -e PCIEPORTBUS -e PCI_MSI -e HOTPLUG_PCI -e HOTPLUG_PCI_PCIE -e HOTPLUG_PCI_ACPI -e ACPI
+	-e BLK_DEV_INITRD -e RD_GZIP -e DEVTMPFS -e DEVTMPFS_MOUNT -e PROC_FS -e SYSFS -e TMPFS -e SHMEM
+	-e BINFMT_ELF -e BINFMT_SCRIPT -e MULTIUSER -e FUTEX -e POSIX_TIMERS -e EPOLL -e SIGNALFD -e TIMERFD
+	-e EVENTFD -e HYPERVISOR_GUEST -e PVH -e X86_MPPARSE -e X86_LOCAL_APIC -e X86_IO_APIC
+	-e SMP -e BLOCK -e BLK_DEV -e BLK_DEV_NVME -e NVME_CORE -e NET -e UNIX -e INET -e NETDEVICES
+	-e ETHERNET -e NET_VENDOR_INTEL -e E1000E -e EXT4_FS -e PROC_PAGE_MONITOR -e PRINTK_TIME
+)
+L2_CHECK=(PCI PCI_MSI PCIEPORTBUS HOTPLUG_PCI_PCIE ACPI SERIAL_8250_CONSOLE BLK_DEV_INITRD PVH BLK_DEV_NVME E1000E EXT4_FS)
+
+build_l2_kernel() {
+	local s=$FARPASS_KSRC_FULL o=$FARPASS_KBUILD/l2-kernel c
+	mkdir -p "$o"
+	nice make -C "$s" O="$o" ARCH=x86_64 tinyconfig
+	"$s/scripts/config" --file "$o/.config" "${L2_CONFIG[@]}"
+	nice make -C "$s" O="$o" ARCH=x86_64 olddefconfig
+	for c in "${L2_CHECK[@]}"; do
+		grep -q "^CONFIG_$c=y" "$o/.config" || die "l2 kernel: CONFIG_$c did not stick"
+	done
+	nice make -C "$s" O="$o" ARCH=x86_64 -j"$(nproc)" vmlinux
+	mkdir -p "$(dirname "$FARPASS_L2_KERNEL")"
+	cp "$o/vmlinux" "$FARPASS_L2_KERNEL"
+}
+
+step_l2() {
+	need_kernel
+	local hash d
+	hash=$( (printf '%s\n' "$KDEB_VERSION" "${L2_CONFIG[@]}") | sha256sum | cut -c1-16)
+	if ! is_current "$FARPASS_L2_KERNEL" "$hash"; then
+		if [ ! -e "$FARPASS_KDIR/src-full/.done" ]; then
+			rm -rf "$FARPASS_KDIR/src-full"
+			mkdir -p "$FARPASS_KDIR/src-full"
+			timed extract-full-source extract_source "$FARPASS_KDIR/src-full"
+			touch "$FARPASS_KDIR/src-full/.done"
+		fi
+		timed build-l2-kernel with_progress "$FARPASS_CACHE/logs/build-l2-kernel.log" build_l2_kernel
+		mark_current "$FARPASS_L2_KERNEL" "$hash"
+	fi
+	hash=$(inputs_hash "$VM_IMAGES/l2-init.sh" /bin/busybox)
+	if ! is_current "$FARPASS_L2_INITRD" "$hash"; then
+		d=$(mktemp -d "$FARPASS_KDIR/l2-initrd.XXXXXX")
+		mkdir -p "$d"/{bin,dev,proc,sys,tmp}
+		cp /bin/busybox "$d/bin/busybox"
+		ln -s busybox "$d/bin/sh"
+		cp "$VM_IMAGES/l2-init.sh" "$d/init"
+		chmod 755 "$d/init"
+		(cd "$d" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$FARPASS_L2_INITRD.tmp"
+		mv "$FARPASS_L2_INITRD.tmp" "$FARPASS_L2_INITRD"
+		rm -rf "$d"
+		mark_current "$FARPASS_L2_INITRD" "$hash"
+	fi
+	write_rig_env
+	step "l2: $FARPASS_L2_KERNEL ($(du -h "$FARPASS_L2_KERNEL" | cut -f1)), $FARPASS_L2_INITRD"
+}
+
+# ------------------------------------------------------------------------------------------- rootfs
+
+# The L1 Debian root for the libvirt suites (booted instead of the host root). Keyed by its package list.
+ROOTFS_PACKAGES=libvirt-daemon-system,libvirt-clients,libvirt-daemon-driver-qemu,qemu-system-x86,mdevctl,fio,kmod,pciutils,iproute2,iputils-ping,procps,busybox,jq,util-linux
+rootfs_hash() { printf '%s\n' "$ROOTFS_PACKAGES" | sha256sum | cut -c1-12; }
+
+build_rootfs() {
+	nice mmdebstrap --variant=minbase --mode=root --aptopt='APT::Install-Recommends "false"' \
+		--include="$ROOTFS_PACKAGES" bookworm "$1" \
+		"deb http://deb.debian.org/debian bookworm main" \
+		"deb http://deb.debian.org/debian bookworm-updates main" \
+		"deb http://deb.debian.org/debian-security bookworm-security main"
+}
+
+step_rootfs() {
+	need_kernel
+	if [ -e "$FARPASS_ROOTFS/.done" ]; then
+		step "rootfs: up to date ($FARPASS_ROOTFS)"
+		write_rig_env
+		return 0
+	fi
+	rm -rf "$FARPASS_ROOTFS.tmp"
+	timed mmdebstrap with_progress "$FARPASS_CACHE/logs/mmdebstrap.log" build_rootfs "$FARPASS_ROOTFS.tmp"
+	rm -rf "$FARPASS_ROOTFS"
+	mv "$FARPASS_ROOTFS.tmp" "$FARPASS_ROOTFS"
+	touch "$FARPASS_ROOTFS/.done"
+	write_rig_env
+	step "rootfs: $(du -sh "$FARPASS_ROOTFS" | cut -f1) $FARPASS_ROOTFS"
+}
+
+# --------------------------------------------------------------------------------------------- main
+
+main() {
+	local steps=() s
+	[ "$(id -u)" = 0 ] || die "must run as root (apt, depmod, mmdebstrap)"
+	(($#)) || set -- all
+	for s in "$@"; do
+		case $s in
+		rig) steps+=(apt kernel modules l1initrd qemu) ;;
+		all) steps+=(apt kernel modules l1initrd qemu l2 rootfs) ;;
+		apt | kernel | modules | l1initrd | qemu | l2 | rootfs) steps+=("$s") ;;
+		*) die "unknown step '$s' (steps: apt kernel modules l1initrd qemu l2 rootfs; groups: rig all)" ;;
+		esac
+	done
+	mkdir -p "$FARPASS_CACHE/logs"
+	local t0=$SECONDS
+	for s in "${steps[@]}"; do
+		timed "setup $s" "step_$s"
+	done
+	step "setup done in $((SECONDS - t0))s (rig.env: $FARPASS_RIG_ENV)"
+}
+
+main "$@"
