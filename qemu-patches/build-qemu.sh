@@ -38,19 +38,25 @@ while read -r patch; do
 done <"$FARPASS_TOP/qemu-patches/series"
 cp "$FARPASS_TOP/qemu-patches/rig-devices.mak" configs/devices/x86_64-softmmu/farpass-rig.mak
 
+# Run a step with its output in a log file, shown only if it fails.
+logged() {
+	local log=$1
+	shift
+	"$@" >"$log" 2>&1 || { tail -40 "$log" >&2; return 1; }
+}
+
 mkdir build
 cd build
-timed "configure QEMU" ../configure --target-list=x86_64-softmmu \
+timed "configure QEMU" logged "$work/configure.log" ../configure --target-list=x86_64-softmmu \
 	--without-default-devices --with-devices-x86_64=farpass-rig \
 	--meson=/usr/bin/meson --disable-docs --disable-werror --disable-tools \
 	--disable-guest-agent --enable-virtfs --enable-slirp --disable-gtk --disable-sdl \
-	--disable-vnc --disable-opengl --disable-spice --disable-curses --disable-xen \
-	>"$work/configure.log" 2>&1 || { tail -30 "$work/configure.log" >&2; exit 1; }
+	--disable-vnc --disable-opengl --disable-spice --disable-curses --disable-xen
 
 # ninja prints one line per step; show every 100th so a long build visibly moves.
 build() {
 	nice ninja -j"$(nproc)" qemu-system-x86_64 2>&1 | tee "$work/build.log" |
-		awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2), n, "/"); if (n[1] % 100 == 0 || n[1] == n[2]) print "    " $1; next } /error|FAILED/ { print }'
+		awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2), n, "/"); if (n[1] % 100 == 0 || n[1] == n[2]) print "    " $1; fflush(); next } /error|FAILED/ { print; fflush() }'
 	return "${PIPESTATUS[0]}"
 }
 timed "build QEMU (~4-8 min on 2 cores)" build || { tail -40 "$work/build.log" >&2; exit 1; }

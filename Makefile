@@ -1,0 +1,39 @@
+# farpass: thin entry points. Everything real lives in meson (userspace), Kbuild (kernel) and the
+# rig scripts under vm-images/ and tests/.
+SHELL := /bin/bash
+export FARPASS_CACHE ?= /var/cache/farpass
+BUILD := build
+
+.PHONY: all setup setup-all build demo check check-unit check-rig bench clean
+
+all: build
+
+# Debian packages, sources, patched QEMU, NTB modules, L1 images (idempotent, cached by version).
+setup:
+	bash vm-images/setup.sh rig
+
+# Also the L2 guest kernel and the L1 libvirt root.
+setup-all:
+	bash vm-images/setup.sh all
+
+build: setup
+	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD)
+	meson compile -C $(BUILD)
+
+check: build
+	tests/run-suites.sh unit rig
+
+check-unit: build
+	tests/run-suites.sh unit
+
+check-rig: setup
+	tests/run-suites.sh rig
+
+bench: setup
+	bash tests/bench/run.sh
+
+demo: setup
+	bash tests/demo.sh
+
+clean:
+	rm -rf $(BUILD) rig-out
