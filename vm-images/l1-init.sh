@@ -26,9 +26,11 @@ for m in $(cat /mods/order); do
 	insmod "/mods/$m.ko" || echo "rig-init: insmod $m failed"
 done
 
-vm= out= server= kmods=
+vm= out= server= kmods= ip= hostcache=mmap
 for a in $(cat /proc/cmdline); do
 	case $a in
+	rig.ip=*) ip=${a#*=} ;;
+	rig.hostcache=*) hostcache=${a#*=} ;;
 	rig.vm=*) vm=${a#*=} ;;
 	rig.out=*) out=${a#*=} ;;
 	rig.server=*) server=${a#*=} ;;
@@ -37,15 +39,23 @@ for a in $(cat /proc/cmdline); do
 done
 [ -n "$vm" ] && [ -n "$out" ] && [ -n "$server" ] || fail "missing rig.vm/rig.out/rig.server on the command line"
 
-# cache=none: L0 writes (command files) are seen at once; msize: fewer round trips for big reads.
-O=trans=virtio,version=9p2000.L,msize=512000,cache=none
-mount -t 9p -o "$O,ro" host /lower || fail "mount host root"
+# Management LAN: configured here with busybox (an exec of L0's modprobe/ip over 9p costs seconds).
+ip link set lo up
+if [ -n "$ip" ]; then
+	ip addr add "$ip" dev eth0 && ip link set eth0 up || echo "rig-init: network setup failed"
+fi
+
+# The out share uses cache=none: L0's writes (command files) are seen at once. The host root caches
+# mmap'ed pages (binaries, libraries) by default; rig.hostcache=none|mmap|loose overrides.
+# msize: fewer round trips for big reads.
+O=trans=virtio,version=9p2000.L,msize=512000
+mount -t 9p -o "$O,cache=$hostcache,ro" host /lower || fail "mount host root"
 mount -t tmpfs -o mode=755 upper /upper || fail "mount tmpfs"
 mkdir -p /upper/u /upper/w
 mount -t overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w root /newroot || fail "mount overlay"
 R=/newroot
 mkdir -p "$R$out"
-mount -t 9p -o "$O" out "$R$out" || fail "mount out share at $out"
+mount -t 9p -o "$O,cache=none" out "$R$out" || fail "mount out share at $out"
 
 mount --move /proc "$R/proc"
 mount --move /sys "$R/sys"

@@ -307,6 +307,7 @@ L1_INITRD_MODULES=(
 	drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev
 	drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci fs/netfs/netfs fs/fscache/fscache
 	net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p fs/overlayfs/overlay
+	net/core/failover drivers/net/net_failover drivers/net/virtio_net
 )
 
 step_l1initrd() {
@@ -364,9 +365,9 @@ L2_CONFIG=(
 	-e BINFMT_ELF -e BINFMT_SCRIPT -e MULTIUSER -e FUTEX -e POSIX_TIMERS -e EPOLL -e SIGNALFD -e TIMERFD
 	-e EVENTFD -e HYPERVISOR_GUEST -e PVH -e X86_MPPARSE -e X86_LOCAL_APIC -e X86_IO_APIC
 	-e SMP -e BLOCK -e BLK_DEV -e BLK_DEV_NVME -e NVME_CORE -e NET -e UNIX -e INET -e NETDEVICES
-	-e ETHERNET -e NET_VENDOR_INTEL -e E1000E -e EXT4_FS -e PROC_PAGE_MONITOR -e PRINTK_TIME
+	-e ETHERNET -e NET_VENDOR_INTEL -e E1000E -e EXT4_FS -e PROC_PAGE_MONITOR -e FW_CFG_SYSFS
 )
-L2_CHECK=(PCI PCI_MSI PCIEPORTBUS HOTPLUG_PCI_PCIE ACPI SERIAL_8250_CONSOLE BLK_DEV_INITRD PVH BLK_DEV_NVME E1000E EXT4_FS)
+L2_CHECK=(PCI PCI_MSI PCIEPORTBUS HOTPLUG_PCI_PCIE ACPI SERIAL_8250_CONSOLE BLK_DEV_INITRD PVH BLK_DEV_NVME E1000E EXT4_FS FW_CFG_SYSFS)
 
 build_l2_kernel() {
 	local s=$FARPASS_KSRC_FULL o=$FARPASS_KBUILD/l2-kernel c

@@ -86,7 +86,7 @@ _rig_check_setup() {
 _rig_find_pids() {
 	local p cmd
 	for p in /proc/[0-9]*; do
-		cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+		cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
 		case $cmd in
 		*qemu-system*"$RIGDIR/"* | *lan-hub.py*"--tag $RIGDIR "*) echo "${p#/proc/}" ;;
 		esac
@@ -153,7 +153,7 @@ _rig_prepare_vm() {
 	local -a a
 	dir=$(rig_vm_dir "$vm")
 	mkdir -p "$dir"
-	append="console=ttyS0 quiet panic=-1 intel_iommu=on rig.vm=$vm rig.out=$dir"
+	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on rig.vm=$vm rig.out=$dir"
 	append+=" rig.server=$RIG_LIB/rig-server.sh rig.kmods=$FARPASS_KMODS rig.ip=$(rig_vm_ip "$vm")/24"
 	append+=" ${RIG_APPEND:-}"
 	# shellcheck disable=SC2206
@@ -178,7 +178,7 @@ _rig_prepare_vm() {
 	if [ "${RIG_NO_NTB:-0}" != 1 ]; then
 		if [ "$vm" = lender ]; then
 			for ((link = 1; link <= RIG_BORROWERS; link++)); do
-				a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$RIGDIR/link$link.sock,server=on,addr=0x$((9 + link))${RIG_NTB_PROPS:-}")
+				a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$RIGDIR/link$link.sock,server=on,addr=$(printf 0x%x $((9 + link)))${RIG_NTB_PROPS:-}")
 			done
 		else
 			link=${vm#borrower}
@@ -354,9 +354,11 @@ rig_run() {
 	printf '%s\n' "$*" >"$dir/.$id.tmp"
 	mv "$dir/.$id.tmp" "$dir/$id.sh"
 	t0=$SECONDS
-	while [ ! -e "$dir/$id.rc" ]; do
+	# The server writes "CODE\n" in one write: a complete line means the command has finished.
+	until [ -s "$dir/$id.rc" ] && read -r rc <"$dir/$id.rc"; do
 		if ((SECONDS - t0 >= timeout)); then
 			touch "$dir/$id.kill"
+			mv "$dir/$id.sh" "$dir/$id.cmd" 2>/dev/null || true
 			cat "$dir/$id.out" 2>/dev/null || true
 			rig_log "rig_run $vm: timeout after ${timeout}s: $*"
 			return 124
@@ -366,10 +368,10 @@ rig_run() {
 			rig_log "rig_run $vm: VM died while running: $*"
 			return 125
 		fi
-		sleep 0.05
+		sleep 0.02
 	done
+	mv "$dir/$id.sh" "$dir/$id.cmd" 2>/dev/null || true
 	cat "$dir/$id.out"
-	rc=$(cat "$dir/$id.rc")
 	return "$rc"
 }
 

@@ -11,7 +11,8 @@
  *
  * debugfs, one directory per NTB device: /sys/kernel/debug/ntb_fidelity/<ntb dev name>/
  *   alloc    w "SIZE": dma_alloc_coherent() on the NTB's PCI device ("0" frees)
- *            r "iova 0x... size N" or "none"
+ *            r "iova 0x... size N phys 0x..." or "none" (phys: the CPU-physical address of the
+ *            first page, so a test can aim a translation at it as if it were an IOVA)
  *   buf      r raw bytes of that buffer;  w "BYTE": fill it with BYTE (e.g. "0", "0xa5")
  *   trans    w "IDX IOVA SIZE": inbound translation of window IDX (peer 0) to IOVA;  w "IDX clear"
  *            r alignment limits of the inbound windows and the outbound (peer) windows
@@ -31,6 +32,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
+#include <linux/vmalloc.h>
 
 #define FID_MAX_INPUT	8192	/* a peer_mw write carries at most 4 KiB of data as hex */
 #define FID_MAX_READ	4096
@@ -143,16 +145,25 @@ unlock:
 	return ret;
 }
 
+/* The IOMMU DMA API may hand out a vmap()ed coherent buffer: look through it. */
+static phys_addr_t fid_buf_phys(struct fid_ctx *ctx)
+{
+	if (is_vmalloc_addr(ctx->buf))
+		return page_to_phys(vmalloc_to_page(ctx->buf));
+	return virt_to_phys(ctx->buf);
+}
+
 static ssize_t fid_alloc_read(struct file *file, char __user *ubuf,
 			      size_t count, loff_t *ppos)
 {
 	struct fid_ctx *ctx = file->private_data;
-	char s[64];
+	char s[96];
 	int len;
 
 	mutex_lock(&ctx->lock);
 	if (ctx->buf)
-		len = scnprintf(s, sizeof(s), "iova 0x%llx size %zu\n", (u64)ctx->iova, ctx->size);
+		len = scnprintf(s, sizeof(s), "iova 0x%llx size %zu phys 0x%llx\n", (u64)ctx->iova,
+				ctx->size, (u64)fid_buf_phys(ctx));
 	else
 		len = scnprintf(s, sizeof(s), "none\n");
 	mutex_unlock(&ctx->lock);
