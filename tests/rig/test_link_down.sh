@@ -1,0 +1,61 @@
+#!/bin/bash
+# The link follows the peer: a frozen peer (SIGSTOP) makes a window read give up after the device's
+# timeout with all-ones instead of hanging the reader; a killed peer QEMU takes the link down on the
+# survivor, whose window reads then fail at once; the peer booting again brings the link back up and
+# data flows again.
+set -euo pipefail
+. "$(dirname "$0")/rig.sh"
+. "$(dirname "$0")/ntb-lib.sh"
+
+rig_up --borrowers 1
+tool() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1"); P=\$D/peer0"; }
+bring_up() {
+	ntb_load "$1" ntb_tool
+	rig_run "$1" -- "$(tool "$1"); echo Y > \$D/link"
+}
+# Read 8 bytes (one window access) from the peer's MW1 through the link; prints hex and milliseconds.
+read8() {
+	rig_run "$1" --timeout 30 -- "$(tool "$1"); t0=\$(date +%s%N)
+x=\$(dd if=\$P/peer_mw0 bs=8 count=1 status=none | od -An -tx1 | tr -d ' \\n')
+echo \"\$x \$(( (\$(date +%s%N) - t0) / 1000000 ))\""
+}
+
+bring_up lender
+bring_up borrower1
+for vm in lender borrower1; do
+	expect "$vm: link up" ntb_wait "$vm" 30 "$(tool "$vm"); grep -q Y \$P/link"
+done
+rig_run borrower1 -- "$(tool borrower1); echo 4096 > \$P/mw_trans0"
+rig_run lender -- "$(tool lender); echo 0:4096 > \$P/peer_mw_trans0; printf 'farpass!' > \$P/peer_mw0"
+read -r data ms < <(read8 lender)
+expect_eq "lender reads the peer's window ($ms ms)" "$data" "$(printf 'farpass!' | od -An -tx1 | tr -d ' \n')"
+
+# A frozen peer: the socket stays open but nothing answers.
+kill -STOP "${RIG_PID[borrower1]}"
+read -r data ms < <(read8 lender)
+kill -CONT "${RIG_PID[borrower1]}"
+expect_eq "frozen peer: the read returns all-ones" "$data" ffffffffffffffff
+# memcpy_fromio makes the 8-byte read two 4-byte accesses, each held for the 2 s timeout-ms.
+expect "frozen peer: each access gave up after the 2 s timeout ($ms ms for two)" test "$ms" -ge 3800 -a "$ms" -lt 10000
+expect "the lender's QEMU reported the timeout" grep -q 'timed out' "$(rig_vm_dir lender)/qemu.log"
+read -r data ms < <(read8 lender)
+expect_eq "thawed peer: reads work again" "$data" "$(printf 'farpass!' | od -An -tx1 | tr -d ' \n')"
+
+# A dead peer.
+rig_kill borrower1
+expect "lender: link down after the peer's QEMU was killed" ntb_wait lender 20 "$(tool lender); grep -q N \$P/link"
+read -r data ms < <(read8 lender)
+expect_eq "dead peer: the read returns all-ones" "$data" ffffffffffffffff
+expect "dead peer: ... at once ($ms ms)" test "$ms" -lt 1000
+expect "lender survives" rig_run lender -- true
+
+# The peer comes back.
+rig_boot borrower1
+bring_up borrower1
+for vm in lender borrower1; do
+	expect "$vm: link up again" ntb_wait "$vm" 30 "$(tool "$vm"); grep -q Y \$P/link"
+done
+rig_run borrower1 -- "$(tool borrower1); echo 4096 > \$P/mw_trans0"
+rig_run lender -- "$(tool lender); printf 'again!!!' > \$P/peer_mw0"
+read -r data ms < <(read8 lender)
+expect_eq "data flows again after the peer returned" "$data" "$(printf 'again!!!' | od -An -tx1 | tr -d ' \n')"
