@@ -201,6 +201,10 @@ _rig_launch() {
 	rm -rf "$dir/cmd" "$dir/ready" "$dir/server.log"
 	mkdir -p "$dir/cmd"
 	printf '\n===== rig: boot %s at %s =====\n' "$vm" "$(date +%T.%N)" >>"$dir/console.log"
+	# The lender listens on the link sockets: a killed lender leaves stale ones behind.
+	if [ "$vm" = lender ]; then
+		rm -f "$RIGDIR"/link*.sock
+	fi
 	RIG_T0[$vm]=$(_rig_now)
 	"${a[@]}" </dev/null >>"$dir/qemu.log" 2>&1 &
 	RIG_PID[$vm]=$!
@@ -285,6 +289,11 @@ rig_up() {
 	_rig_pick_qemu || return
 	mkdir -p "$RIGDIR"
 	RIGDIR=$(cd "$RIGDIR" && pwd)
+	# UNIX socket paths (QMP, NTB links) must fit in sun_path (108 bytes with the NUL).
+	local longest=$RIGDIR/borrower2/qmp.sock
+	if ((${#longest} > 107)); then
+		rig_die "RIGDIR $RIGDIR is too long for UNIX socket paths; set a shorter RIGDIR" || return
+	fi
 	_rig_kill_stale
 	_rig_install_trap
 	RIG_UP=1
