@@ -90,7 +90,6 @@ apt_update() {
 }
 
 has_candidate() { [ -n "$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)" {print $2}')" ]; }
-is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
 # The L1 kernel is whatever linux-image-amd64 depends on today (e.g. linux-image-6.1.0-56-amd64,
 # version 6.1.192-2); headers, image and source must all be that exact version.
@@ -115,8 +114,12 @@ step_apt() {
 		apt_update
 		resolve_kernel || die "cannot resolve linux-image-amd64 from apt"
 	fi
+	# One dpkg-query for all packages (a no-op set-up should take seconds).
+	local installed
+	installed=$(dpkg-query -W -f='${Status} ${Package}\n' "${APT_PACKAGES[@]}" "linux-headers-$KVER" 2>/dev/null |
+		awk '/^install ok installed / {print $4}')
 	for p in "${APT_PACKAGES[@]}" "linux-headers-$KVER"; do
-		if is_installed "$p"; then
+		if grep -qxF "$p" <<<"$installed"; then
 			continue
 		fi
 		has_candidate "$p" || unknown+=("$p")
@@ -266,6 +269,21 @@ write_kbuild_makefile() {
 	rm -f "$1/Makefile.new"
 }
 
+# make in a module dir unless its inputs (sources, Kbuild, headers version, extra files) are unchanged:
+# even a no-op kbuild run costs seconds.
+build_if_changed() {
+	local dir=$1 name=$2 hash log=$FARPASS_CACHE/logs/$2.log
+	shift 2
+	hash=$( (echo "$KDEB_VERSION" && cat "$dir"/*.[ch] "$dir"/Kbuild "$dir"/Makefile "$@") | sha256sum | cut -c1-16)
+	if is_current "$dir/.built" "$hash" && ls "$dir"/*.ko >/dev/null 2>&1; then
+		return 0
+	fi
+	timed "$name" with_progress "$log" nice make -C "$dir" -j"$(nproc)"
+	grep -iE 'warning|error' "$log" >&2 || true
+	touch "$dir/.built"
+	mark_current "$dir/.built" "$hash"
+}
+
 step_modules() {
 	need_kernel
 	local s=$FARPASS_KSRC/drivers b=$FARPASS_KBUILD/ntb f=$FARPASS_KBUILD/ntb-fidelity x
@@ -282,15 +300,14 @@ step_modules() {
 	sync_file "$b/Kbuild.new" "$b/Kbuild"
 	rm -f "$b/Kbuild.new"
 	write_kbuild_makefile "$b" ""
-	timed build-ntb-modules with_progress "$FARPASS_CACHE/logs/build-ntb.log" nice make -C "$b" -j"$(nproc)"
+	build_if_changed "$b" build-ntb-modules
 
 	# The rig's own test client lives in the repo; build it in the cache (keeps the clone clean).
 	for x in "$FARPASS_TOP"/tests/rig/ntb-fidelity/*; do
 		sync_file "$x" "$f/$(basename "$x")"
 	done
 	write_kbuild_makefile "$f" "KBUILD_EXTRA_SYMBOLS=$FARPASS_NTB_SYMVERS"
-	timed build-ntb-fidelity with_progress "$FARPASS_CACHE/logs/build-ntb-fidelity.log" nice make -C "$f" -j"$(nproc)"
-	grep -iE 'warning|error' "$FARPASS_CACHE/logs/build-ntb.log" "$FARPASS_CACHE/logs/build-ntb-fidelity.log" >&2 || true
+	build_if_changed "$f" build-ntb-fidelity "$FARPASS_NTB_SYMVERS"
 
 	# One flat directory of .ko files: what rig_modules_dir returns (same path inside L1).
 	for x in "$b"/*.ko "$f"/*.ko; do
