@@ -5,7 +5,10 @@
 # overlay with a tmpfs upper layer (writes stay in L1 RAM), so L1 runs the very binaries, repo and cache
 # paths of L0. The VM's result directory is shared read-write (tag "out") at the same path as on L0.
 # Kernel command line (set by tests/rig/rig.sh):
-#   rig.vm=NAME rig.out=DIR rig.server=SCRIPT rig.kmods=DIR
+#   rig.vm=NAME rig.out=DIR rig.server=SCRIPT rig.kmods=DIR rig.ip=ADDR/LEN
+#   rig.l0binds=PATH,...   the root (tag "host") is not L0's own (e.g. the libvirt root): L0's root is
+#                          shared as tag "l0", mounted at /mnt/l0, and these paths (repo, cache) are
+#                          bind-mounted from it at the same paths, so scripts and modules are found.
 # Then the rig's command server (tests/rig/rig-server.sh) runs as PID 1 of the new root.
 export PATH=/bin
 /bin/busybox --install -s /bin
@@ -26,9 +29,10 @@ for m in $(cat /mods/order); do
 	insmod "/mods/$m.ko" || echo "rig-init: insmod $m failed"
 done
 
-vm= out= server= kmods= ip= hostcache=mmap
+vm= out= server= kmods= ip= hostcache=mmap l0binds=
 for a in $(cat /proc/cmdline); do
 	case $a in
+	rig.l0binds=*) l0binds=${a#*=} ;;
 	rig.ip=*) ip=${a#*=} ;;
 	rig.hostcache=*) hostcache=${a#*=} ;;
 	rig.vm=*) vm=${a#*=} ;;
@@ -54,6 +58,14 @@ mount -t tmpfs -o mode=755 upper /upper || fail "mount tmpfs"
 mkdir -p /upper/u /upper/w
 mount -t overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w root /newroot || fail "mount overlay"
 R=/newroot
+if [ -n "$l0binds" ]; then
+	mkdir -p "$R/mnt/l0"
+	mount -t 9p -o "$O,cache=$hostcache,ro" l0 "$R/mnt/l0" || fail "mount L0 root"
+	for p in $(echo "$l0binds" | tr , ' '); do
+		mkdir -p "$R$p"
+		mount -o bind "$R/mnt/l0$p" "$R$p" || fail "bind $p"
+	done
+fi
 mkdir -p "$R$out"
 mount -t 9p -o "$O,cache=none" out "$R$out" || fail "mount out share at $out"
 

@@ -435,7 +435,15 @@ step_l2() {
 
 # The L1 Debian root for the libvirt suites (booted instead of the host root). Keyed by its package list.
 ROOTFS_PACKAGES=libvirt-daemon-system,libvirt-clients,libvirt-daemon-driver-qemu,qemu-system-x86,mdevctl,fio,kmod,pciutils,iproute2,iputils-ping,procps,busybox,jq,util-linux
-rootfs_hash() { printf '%s\n' "$ROOTFS_PACKAGES" | sha256sum | cut -c1-12; }
+rootfs_hash() { (printf '%s\n' "$ROOTFS_PACKAGES" && declare -f prep_rootfs) | sha256sum | cut -c1-12; }
+
+# What the root needs beyond its packages to run libvirtd in an L1 without systemd (rig facts):
+# no virtlogd running, so QEMU's stdio goes to files. L1 boots it with `rig_up --l1-root rootfs`.
+prep_rootfs() {
+	local r=$1
+	printf '\n# farpass rig: libvirtd runs without virtlogd\nstdio_handler = "file"\n' >>"$r/etc/libvirt/qemu.conf"
+	echo rig >"$r/etc/hostname"
+}
 
 build_rootfs() {
 	nice mmdebstrap --variant=minbase --mode=root --aptopt='APT::Install-Recommends "false"' \
@@ -454,6 +462,7 @@ step_rootfs() {
 	fi
 	rm -rf "$FARPASS_ROOTFS.tmp"
 	timed mmdebstrap with_progress "$FARPASS_CACHE/logs/mmdebstrap.log" build_rootfs "$FARPASS_ROOTFS.tmp"
+	prep_rootfs "$FARPASS_ROOTFS.tmp"
 	rm -rf "$FARPASS_ROOTFS"
 	mv "$FARPASS_ROOTFS.tmp" "$FARPASS_ROOTFS"
 	touch "$FARPASS_ROOTFS/.done"

@@ -2,7 +2,7 @@
 # The rig launcher: a library that L0 test scripts source.
 #
 #   . tests/rig/rig.sh
-#   rig_up [--borrowers 1|2] [--lender-mem MiB] [--borrower-mem MiB]
+#   rig_up [--borrowers 1|2] [--lender-mem MiB] [--borrower-mem MiB] [--l1-root host|rootfs]
 #   rig_run lender [--timeout S] -- 'insmod $(rig_modules_dir)/ntb.ko && lsmod'
 #   rig_kill borrower1; rig_boot borrower1; rig_down
 #
@@ -10,6 +10,9 @@
 # TCG with intel-iommu in DMA-translation mode. Link N joins the lender and borrowerN with one NTB device
 # on each side ($RIGDIR/linkN.sock). Each VM's files are in $RIGDIR/<vm>/ (console.log, qemu.log,
 # server.log, cmd/), shared into the VM as 9p tag "out" at the same path.
+# L1's root is L0's own root (read-only 9p + tmpfs overlay: writes stay in the VM); with
+# --l1-root rootfs it is the mmdebstrap'ed libvirt root (setup.sh rootfs), with the repo and the cache
+# bind-mounted at their L0 paths and L0's root at /mnt/l0.
 #
 # Environment:
 #   RIGDIR           results/logs directory (default <repo>/rig-out/<name of the test script>)
@@ -155,6 +158,9 @@ _rig_prepare_vm() {
 	mkdir -p "$dir"
 	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on rig.vm=$vm rig.out=$dir"
 	append+=" rig.server=$RIG_LIB/rig-server.sh rig.kmods=$FARPASS_KMODS rig.ip=$(rig_vm_ip "$vm")/24"
+	if [ "$RIG_L1_ROOT" = rootfs ]; then
+		append+=" rig.l0binds=$FARPASS_TOP,$FARPASS_CACHE"
+	fi
 	append+=" ${RIG_APPEND:-}"
 	# shellcheck disable=SC2206
 	a=("$RIG_QEMU" $FARPASS_QEMU_FW
@@ -166,11 +172,16 @@ _rig_prepare_vm() {
 		-kernel "$FARPASS_VMLINUX" -initrd "$FARPASS_L1_INITRD" -append "$append"
 		-chardev "file,id=con,path=$dir/console.log,append=on" -serial chardev:con
 		-qmp "unix:$dir/qmp.sock,server=on,wait=off"
-		-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap
 		-virtfs "local,path=$dir,mount_tag=out,security_model=none"
 		-netdev "socket,id=mgmt,udp=127.0.0.1:$RIG_HUB_PORT,localaddr=127.0.0.1:$((RIG_HUB_PORT + n))"
 		-device "virtio-net-pci,netdev=mgmt,mac=52:54:00:99:00:0$n,romfile=,addr=0x3"
 	)
+	if [ "$RIG_L1_ROOT" = rootfs ]; then
+		a+=(-virtfs "local,path=$FARPASS_ROOTFS,mount_tag=host,security_model=none,readonly=on,multidevs=remap"
+			-virtfs local,path=/,mount_tag=l0,security_model=none,readonly=on,multidevs=remap)
+	else
+		a+=(-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap)
+	fi
 	if [ "$vm" = lender ]; then
 		a+=(-drive "file=$(rig_lender_nvme_img),if=none,id=nvme0,format=raw,cache=writeback"
 			-device "nvme,drive=nvme0,serial=farpass-nvme0,addr=0x8")
@@ -274,15 +285,24 @@ _rig_show_logs() {
 
 rig_up() {
 	local borrowers=1 lmem=2048 bmem=3072 vm n
+	RIG_L1_ROOT=host
 	while (($#)); do
 		case $1 in
 		--borrowers) borrowers=$2; shift 2 ;;
 		--lender-mem) lmem=$2; shift 2 ;;
 		--borrower-mem) bmem=$2; shift 2 ;;
+		--l1-root) RIG_L1_ROOT=$2; shift 2 ;;
 		*) rig_die "rig_up: unknown option $1" || return ;;
 		esac
 	done
 	case $borrowers in 1 | 2) ;; *) rig_die "rig_up: --borrowers must be 1 or 2" || return ;; esac
+	case $RIG_L1_ROOT in
+	host) ;;
+	rootfs)
+		[ -e "${FARPASS_ROOTFS:-}/.done" ] || rig_die "no L1 rootfs: run vm-images/setup.sh rootfs" || return
+		;;
+	*) rig_die "rig_up: --l1-root must be host or rootfs" || return ;;
+	esac
 	RIG_BORROWERS=$borrowers
 	RIGDIR=${RIGDIR:-$FARPASS_TOP/rig-out/$(basename "$0" .sh)}
 	_rig_check_setup || return
