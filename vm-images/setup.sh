@@ -102,6 +102,11 @@ resolve_kernel() {
 	[ -n "$KDEB_VERSION" ] && [ "$KDEB_VERSION" != "(none)" ]
 }
 
+apt_install() {
+	timed "apt-install $*" with_progress "$FARPASS_CACHE/logs/apt-install.log" \
+		env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+
 step_apt() {
 	local p missing=() unknown=()
 	if write_src_list; then
@@ -131,9 +136,11 @@ step_apt() {
 			has_candidate "$p" || die "package $p not available from apt"
 		done
 	fi
-	if ((${#missing[@]})); then
-		timed "apt-install ${missing[*]}" with_progress "$FARPASS_CACHE/logs/apt-install.log" \
-			env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	if ((${#missing[@]})) && ! apt_install "${missing[@]}"; then
+		# Lists older than the mirror (a 404 on a superseded version): update once and retry.
+		APT_UPDATED=0
+		apt_update
+		apt_install "${missing[@]}"
 	fi
 	# The headers must be the same Debian version as the image we boot (modules are built against them).
 	local hv
