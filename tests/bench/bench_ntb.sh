@@ -1,0 +1,57 @@
+#!/bin/bash
+# Figures of the emulated NTB fabric: L1 boot times, ntb_perf throughput each way, and the cost of
+# reading through a memory window (MW1 uncached: one link round trip per access; MW2 prefetchable).
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+
+rig_up --borrowers 1
+declare -A other=([lender]=borrower1 [borrower1]=lender)
+perf() { echo "D=/sys/kernel/debug/ntb_perf/$(ntb_pci "$1")"; }
+tool() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1"); P=\$D/peer0"; }
+results=()
+figure() { results+=("$(printf '%-52s %s' "$1" "$2")"); }
+
+while read -r vm secs; do
+	figure "L1 boot to command server ($vm)" "$secs s"
+done <"$RIGDIR/boot-times.txt"
+
+# ntb_perf: 2^TOTAL_ORDER bytes in 1 MiB chunks, CPU copies through the peer's window, one thread.
+# The window is capped at 4 MiB: ntb_perf kmalloc()s a source buffer of the window's size.
+TOTAL_ORDER=24
+for vm in lender borrower1; do
+	ntb_load "$vm" ntb_perf total_order=$TOTAL_ORDER chunk_order=20 max_mw_size=0x400000
+done
+for vm in lender borrower1; do
+	ntb_wait "$vm" 60 "$(perf "$vm"); grep -q 'In buffer xlat' \$D/info"
+done
+for vm in lender borrower1; do
+	# The write returns when the test is over.
+	rig_run "$vm" --timeout 300 -- "$(perf "$vm"); echo 0 > \$D/run"
+	line=$(rig_run "$vm" -- "$(perf "$vm"); grep -E 'copied|error' \$D/run")
+	mbs=$(sed -n 's/.*, \([0-9]*\) MBytes\/s/\1/p' <<<"$line")
+	figure "ntb_perf $vm -> ${other[$vm]} ($((1 << (TOTAL_ORDER - 20))) MiB)" "${mbs:-?} MB/s   [$line]"
+done
+rig_run lender -- "rmmod ntb_perf"
+rig_run borrower1 -- "rmmod ntb_perf"
+
+# Window reads: the borrower backs both windows with 64 KiB; the lender reads 4 KiB through each.
+# x86 memcpy_fromio reads with 4-byte `rep movsl`: 1024 accesses per 4 KiB.
+for vm in lender borrower1; do
+	ntb_load "$vm" ntb_tool
+	rig_run "$vm" -- "$(tool "$vm"); echo Y > \$D/link"
+done
+ntb_wait lender 30 "$(tool lender); grep -q Y \$P/link"
+rig_run borrower1 -- "$(tool borrower1); echo 65536 > \$P/mw_trans0; echo 65536 > \$P/mw_trans1"
+for mw in 0 1; do
+	ms=$(rig_run lender -- "$(tool lender); echo 0:65536 > \$P/peer_mw_trans$mw
+t0=\$(date +%s%N); for i in 1 2 3 4; do dd if=\$P/peer_mw$mw bs=4096 count=1 status=none >/dev/null; done
+echo \$(( (\$(date +%s%N) - t0) / 4000000 ))")
+	if [ $mw = 0 ]; then
+		figure "read 4 KiB through MW1 (uncached)" "$ms ms   (~$((ms * 1000 / 1024)) us per 4-byte access)"
+	else
+		figure "read 4 KiB through MW2 (prefetchable)" "$ms ms"
+	fi
+done
+
+printf '%s\n' "${results[@]}" | tee "$RIGDIR/figures.txt"
