@@ -26,13 +26,13 @@ check: build
 check-unit: build
 	tests/run-suites.sh unit
 
-check-rig: setup
+check-rig: build
 	tests/run-suites.sh rig
 
-bench: setup
+bench: build
 	bash tests/bench/run.sh
 
-demo: setup
+demo: build
 	bash tests/demo.sh
 
 clean:
