@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export FARPASS_CACHE ?= /var/cache/farpass
 BUILD := build
 
-.PHONY: all setup setup-all build demo check check-unit check-rig bench clean
+.PHONY: all setup setup-all build demo check check-unit check-rig check-kernel bench clean
 
 all: build
 
@@ -28,6 +28,10 @@ check-unit: build
 
 check-rig: build
 	tests/run-suites.sh rig
+
+# farpass.ko in the rig's L1 hosts, driven by tests/kernel/farpass-client.
+check-kernel: build
+	tests/run-suites.sh kernel
 
 bench: build
 	bash tests/bench/run.sh

@@ -1,0 +1,26 @@
+#!/bin/bash
+# Build farpass.ko out of tree for meson: copy the sources (mdev/ and include/) into a private
+# directory of the build tree, run Kbuild there against the rig kernel's headers, copy the .ko out.
+# Nothing is written into the source tree.
+# usage: build-module.sh OUTPUT.ko PRIVATE_DIR
+# Environment: FARPASS_KHEADERS and FARPASS_NTB_SYMVERS (default: from vm-images/env.sh).
+set -euo pipefail
+out=$(realpath -m "$1") work=$(realpath -m "$2")
+top=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${FARPASS_KHEADERS:-}" ] || [ -z "${FARPASS_NTB_SYMVERS:-}" ]; then
+	. "$top/vm-images/env.sh"
+fi
+for v in FARPASS_KHEADERS FARPASS_NTB_SYMVERS; do
+	if [ ! -e "${!v:-/nonexistent}" ]; then
+		echo "build-module.sh: $v not set or missing (${!v:-}): run vm-images/setup.sh rig" >&2
+		exit 1
+	fi
+done
+mkdir -p "$work/mdev" "$work/include/uapi"
+# Copy only what changed, so Kbuild's own dependency tracking keeps rebuilds incremental.
+cp -u "$top"/mdev/Kbuild "$top"/mdev/*.c "$top"/mdev/*.h "$work/mdev/"
+cp -u "$top/include/uapi/farpass.h" "$work/include/uapi/"
+# W=1 and -Werror: the module must build warning-free.
+nice make -s -C "$FARPASS_KHEADERS" M="$work/mdev" KBUILD_EXTRA_SYMBOLS="$FARPASS_NTB_SYMVERS" \
+	W=1 KCFLAGS=-Werror -j"$(nproc)" modules
+cp "$work/mdev/farpass.ko" "$out"

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * chardev.c - /dev/farpass: a misc device for the local agent only (mode 0600, and CAP_SYS_ADMIN at
+ * open). Each open file negotiates the API version first; ioctls return -errno as docs/uapi.md lists.
+ *
+ * Ioctls are dispatched on their number (_IOC_NR), not on the full command: the size encoded in the
+ * command changes when a struct grows at its end, and `argsz` (copy_struct_from_user) is what makes
+ * older and newer agents work with this kernel.
+ */
+#include <linux/capability.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "chardev.h"
+#include "counters.h"
+#include "fp.h"
+#include "proto.h"
+#include "types.h"
+
+/* One open /dev/farpass. */
+struct fp_file {
+	struct mutex lock;	/* version */
+	u32 version;		/* 0 until VERSION succeeded */
+};
+
+/* Copy an argsz-headed struct in: -EINVAL if argsz < @minsz, -E2BIG if the caller's larger struct has
+ * non-zero bytes this kernel does not know. Returns argsz (for the copy out) or -errno. */
+static long fp_copy_in(void *karg, size_t ksize, size_t minsz, void __user *uarg)
+{
+	u32 argsz;
+	int ret;
+
+	if (get_user(argsz, (u32 __user *)uarg))
+		return -EFAULT;
+	if (argsz < minsz)
+		return -EINVAL;
+	ret = copy_struct_from_user(karg, ksize, uarg, argsz);
+	return ret ? ret : argsz;
+}
+
+static long fp_copy_out(void __user *uarg, const void *karg, size_t ksize, u32 argsz)
+{
+	return copy_to_user(uarg, karg, min_t(size_t, ksize, argsz)) ? -EFAULT : 0;
+}
+
+static bool fp_string_ok(const char *s, size_t size, bool may_be_empty)
+{
+	size_t n = strnlen(s, size);
+	size_t i;
+
+	if (n == size || (!n && !may_be_empty))
+		return false;
+	for (i = 0; i < n; i++)
+		if (s[i] <= ' ' || s[i] > '~')
+			return false;
+	return true;
+}
+
+static bool fp_announce_valid(const struct farpass_announce *a)
+{
+	int i;
+
+	if (a->flags || memchr_inv(a->pad0, 0, sizeof(a->pad0)) || a->device_id > INT_MAX ||
+	    !fp_lender_name_valid(a->lender, sizeof(a->lender)) ||
+	    !fp_string_ok(a->lender_addr, sizeof(a->lender_addr), true) ||
+	    !fp_string_ok(a->ntb, sizeof(a->ntb), false) || a->class_code > 0xffffff)
+		return false;
+	for (i = 0; i < FARPASS_NUM_BARS; i++) {
+		const struct farpass_bar *b = &a->bars[i];
+
+		if (b->pad || b->flags & ~(FARPASS_BAR_IO | FARPASS_BAR_MEM64 | FARPASS_BAR_PREFETCH) ||
+		    (b->size && !is_power_of_2(b->size)))
+			return false;
+		if (b->flags & FARPASS_BAR_MEM64 && (i == FARPASS_NUM_BARS - 1 || b->flags & FARPASS_BAR_IO))
+			return false;
+	}
+	return true;
+}
+
+static long fp_ioctl_version(struct fp_file *f, void __user *uarg)
+{
+	struct farpass_version v;
+	long argsz;
+	u32 asked;
+
+	argsz = fp_copy_in(&v, sizeof(v), offsetofend(struct farpass_version, version), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (v.flags)
+		return -EINVAL;
+	asked = v.version;
+	v.version = FARPASS_API_VERSION;
+	v.max_devices = FARPASS_MAX_DEVICES;
+	v.features = FARPASS_FEAT_BORROWER;
+	if (asked != FARPASS_API_VERSION) {
+		/* Tell the agent which version we speak, then refuse. */
+		if (fp_copy_out(uarg, &v, sizeof(v), argsz))
+			return -EFAULT;
+		return -EPROTONOSUPPORT;
+	}
+	mutex_lock(&f->lock);
+	f->version = asked;
+	mutex_unlock(&f->lock);
+	return fp_copy_out(uarg, &v, sizeof(v), argsz);
+}
+
+static long fp_ioctl_announce(void __user *uarg)
+{
+	struct farpass_announce a;
+	long argsz, ret;
+	u32 flags = 0;
+
+	argsz = fp_copy_in(&a, sizeof(a), sizeof(a), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (!fp_announce_valid(&a)) {
+		pr_warn_ratelimited(FP_NAME ": ANNOUNCE_DEVICE %u: invalid arguments\n", a.device_id);
+		return -EINVAL;
+	}
+	ret = fp_device_announce(&a, &flags);
+	if (ret)
+		return ret;
+	a.flags = flags;
+	return fp_copy_out(uarg, &a, sizeof(a), argsz);
+}
+
+static long fp_ioctl_withdraw(void __user *uarg)
+{
+	struct farpass_withdraw w;
+	long argsz, ret;
+	u32 flags = 0;
+
+	argsz = fp_copy_in(&w, sizeof(w), sizeof(w), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (w.flags || w.pad)
+		return -EINVAL;
+	ret = fp_device_withdraw(w.device_id, &flags);
+	if (ret)
+		return ret;
+	w.flags = flags;
+	return fp_copy_out(uarg, &w, sizeof(w), argsz);
+}
+
+static long fp_ioctl_dispatch(struct fp_file *f, unsigned int cmd, void __user *uarg)
+{
+	u32 version;
+
+	if (_IOC_TYPE(cmd) != FARPASS_IOCTL_TYPE || _IOC_DIR(cmd) != (_IOC_READ | _IOC_WRITE))
+		return -ENOTTY;
+	if (_IOC_NR(cmd) == FARPASS_CMD_VERSION)
+		return fp_ioctl_version(f, uarg);
+
+	mutex_lock(&f->lock);
+	version = f->version;
+	mutex_unlock(&f->lock);
+	switch (_IOC_NR(cmd)) {
+	case FARPASS_CMD_ANNOUNCE_DEVICE:
+	case FARPASS_CMD_WITHDRAW_DEVICE:
+	case FARPASS_CMD_UPCALL_GET:
+	case FARPASS_CMD_UPCALL_REPLY:
+		if (!version)
+			return -EPROTO;		/* VERSION must come first */
+		break;
+	default:
+		return -ENOTTY;
+	}
+	switch (_IOC_NR(cmd)) {
+	case FARPASS_CMD_ANNOUNCE_DEVICE:
+		return fp_ioctl_announce(uarg);
+	case FARPASS_CMD_WITHDRAW_DEVICE:
+		return fp_ioctl_withdraw(uarg);
+	default:
+		return -EOPNOTSUPP;		/* upcalls: a later API feature (FARPASS_FEAT_UPCALLS) */
+	}
+}
+
+static long fp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	long ret = fp_ioctl_dispatch(file->private_data, cmd, (void __user *)arg);
+
+	if (ret < 0)
+		fp_count(FP_C_IOCTL_ERRORS, 1);
+	return ret;
+}
+
+static int fp_open(struct inode *inode, struct file *file)
+{
+	struct fp_file *f;
+
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	if (!f)
+		return -ENOMEM;
+	mutex_init(&f->lock);
+	file->private_data = f;
+	fp_count(FP_C_AGENT_FILES, 1);
+	return nonseekable_open(inode, file);
+}
+
+static int fp_release(struct inode *inode, struct file *file)
+{
+	kfree(file->private_data);
+	fp_count(FP_C_AGENT_FILES, -1);
+	return 0;
+}
+
+static const struct file_operations fp_fops = {
+	.owner = THIS_MODULE,
+	.open = fp_open,
+	.release = fp_release,
+	.unlocked_ioctl = fp_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,	/* the uapi has the same layout in 32- and 64-bit */
+	.llseek = no_llseek,
+};
+
+static struct miscdevice fp_miscdev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = FP_NAME,
+	.fops = &fp_fops,
+	.mode = 0600,
+};
+
+int fp_chardev_init(void)
+{
+	return misc_register(&fp_miscdev);
+}
+
+void fp_chardev_exit(void)
+{
+	misc_deregister(&fp_miscdev);
+}

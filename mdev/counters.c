@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * counters.c - debugfs: /sys/kernel/debug/farpass/counters, one "name value" line per counter.
+ * The directory is also the parent of each link's directory (ntb.c).
+ */
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+
+#include "counters.h"
+#include "fp.h"
+
+atomic64_t fp_counters[FP_C_NR];
+struct dentry *fp_debugfs_root;
+
+static const char *const fp_counter_names[FP_C_NR] = {
+	[FP_C_LINKS]		= "links",
+	[FP_C_LINKS_UP]		= "links_up",
+	[FP_C_LINK_UP_EVENTS]	= "link_up_events",
+	[FP_C_LINK_DOWN_EVENTS]	= "link_down_events",
+	[FP_C_DB_EVENTS]	= "doorbell_events",
+	[FP_C_CTRL_TX]		= "ctrl_tx",
+	[FP_C_CTRL_RX]		= "ctrl_rx",
+	[FP_C_CTRL_RETRIES]	= "ctrl_retries",
+	[FP_C_CTRL_ERRORS]	= "ctrl_errors",
+	[FP_C_AGENT_FILES]	= "agent_files",
+	[FP_C_IOCTL_ERRORS]	= "ioctl_errors",
+	[FP_C_DEVICES]		= "devices",
+	[FP_C_TYPES]		= "types",
+	[FP_C_PARENTS]		= "parents",
+	[FP_C_INSTANCES]	= "instances",
+	[FP_C_VFIO_OPEN]	= "vfio_open",
+	[FP_C_DMA_UNMAP]	= "dma_unmap",
+	[FP_C_PINNED_PAGES]	= "pinned_pages",
+};
+
+static int counters_show(struct seq_file *s, void *unused)
+{
+	int i;
+
+	for (i = 0; i < FP_C_NR; i++)
+		seq_printf(s, "%s %lld\n", fp_counter_names[i],
+			   (long long)atomic64_read(&fp_counters[i]));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(counters);
+
+int fp_counters_init(void)
+{
+	int i;
+
+	for (i = 0; i < FP_C_NR; i++)
+		atomic64_set(&fp_counters[i], 0);
+	/* debugfs is optional: errors are ignored, as debugfs users are told to. */
+	fp_debugfs_root = debugfs_create_dir(FP_NAME, NULL);
+	debugfs_create_file("counters", 0400, fp_debugfs_root, NULL, &counters_fops);
+	return 0;
+}
+
+void fp_counters_exit(void)
+{
+	debugfs_remove_recursive(fp_debugfs_root);
+	fp_debugfs_root = NULL;
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* counters.h - debugfs counters (/sys/kernel/debug/farpass/counters), lock-free atomics. */
+#ifndef FARPASS_COUNTERS_H
+#define FARPASS_COUNTERS_H
+
+#include <linux/atomic.h>
+
+/*
+ * Gauges (G) go back to zero when everything is torn down; a test checks that after unload-free
+ * sequences. Events (E) only grow.
+ */
+enum fp_counter {
+	FP_C_LINKS,		/* G NTB devices bound */
+	FP_C_LINKS_UP,		/* G links up */
+	FP_C_LINK_UP_EVENTS,	/* E */
+	FP_C_LINK_DOWN_EVENTS,	/* E */
+	FP_C_DB_EVENTS,		/* E doorbell interrupts */
+	FP_C_CTRL_TX,		/* E control messages sent */
+	FP_C_CTRL_RX,		/* E control messages received */
+	FP_C_CTRL_RETRIES,	/* E sends retried (peer mailbox busy, no ACK yet) */
+	FP_C_CTRL_ERRORS,	/* E bad magic/version/command, send failures */
+	FP_C_AGENT_FILES,	/* G open /dev/farpass files */
+	FP_C_IOCTL_ERRORS,	/* E ioctls that returned an error */
+	FP_C_DEVICES,		/* G announced devices (withdrawn ones until their type is gone) */
+	FP_C_TYPES,		/* G mdev types registered */
+	FP_C_PARENTS,		/* G mdev parents registered */
+	FP_C_INSTANCES,		/* G mdev instances */
+	FP_C_VFIO_OPEN,		/* G instances opened by a VFIO user */
+	FP_C_DMA_UNMAP,		/* E dma_unmap callbacks */
+	FP_C_PINNED_PAGES,	/* G guest pages pinned (a later slice) */
+	FP_C_NR
+};
+
+extern atomic64_t fp_counters[FP_C_NR];
+
+static inline void fp_count(enum fp_counter c, long long delta)
+{
+	atomic64_add(delta, &fp_counters[c]);
+}
+
+int fp_counters_init(void);
+void fp_counters_exit(void);
+
+#endif /* FARPASS_COUNTERS_H */

@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * ntb.c - farpass.ko as a client of the Linux NTB framework (generic ntb_* API only, so any NTB with a
+ * Linux hardware driver works). One struct fp_link per NTB device: link events, the doorbell, and the
+ * link's control protocol over scratchpads (message layout and commands in proto.h).
+ *
+ * Handshake: when the link comes up each side sends HELLO (magic, protocol version, roles) and answers
+ * the peer's HELLO with HELLO_ACK. The handshake is OK once our HELLO was acknowledged and we have seen
+ * a valid message from the peer. HELLO is re-sent every FP_HELLO_RETRY_MS, at most FP_HELLO_TRIES
+ * times, then the link's handshake fails with -EAGAIN; a link that goes down ends it with -ENOLINK;
+ * a peer of another protocol version with -EPROTO. Nothing here ever waits unboundedly on the peer.
+ *
+ * debugfs: /sys/kernel/debug/farpass/<ntb pci name>/link
+ *   "link up|down\nhandshake down|pending|ok|failed\nerror <errno>\npeer_version N\npeer_roles 0xN\n"
+ */
+#include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/module.h>
+#include <linux/ntb.h>
+#include <linux/pci.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+
+#include "counters.h"
+#include "fp.h"
+#include "link.h"
+#include "proto.h"
+#include "types.h"
+
+#define FP_HELLO_RETRY_MS	200
+#define FP_HELLO_TRIES		25	/* 5 s: TCG peers can be slow to load their side */
+#define FP_SEND_POLLS		20	/* peer mailbox busy: poll this many times ... */
+#define FP_SEND_POLL_US		500	/* ... this far apart, then -EAGAIN */
+
+static const char *const fp_hs_names[] = {
+	[FP_HS_DOWN] = "down", [FP_HS_PENDING] = "pending", [FP_HS_OK] = "ok", [FP_HS_FAILED] = "failed",
+};
+
+struct fp_link *fp_link_find(const char *name)
+{
+	struct fp_link *link;
+
+	lockdep_assert_held(&fp_lock);
+	list_for_each_entry(link, &fp_links, node)
+		if (!strcmp(link->name, name))
+			return link;
+	return NULL;
+}
+
+/*
+ * Put one message into the peer's mailbox and ring its doorbell. -ENOLINK if the link is down or dies
+ * (all-ones reads), -EAGAIN if the peer did not empty its mailbox in time.
+ */
+static int fp_ctrl_send(struct fp_link *link, enum fp_cmd cmd, u32 arg0, u32 arg1)
+{
+	struct ntb_dev *ntb = link->ntb;
+	u32 seq, busy;
+	int i, ret;
+
+	lockdep_assert_held(&link->ctrl_lock);
+	if (!link->up)
+		return -ENOLINK;
+	for (i = 0; ; i++) {
+		busy = ntb_peer_spad_read(ntb, 0, FP_SPAD_CMD);
+		if (busy == ~0u)
+			return -ENOLINK;
+		if (fp_cmd_of(busy) == FP_CMD_NONE)
+			break;
+		if (i == FP_SEND_POLLS) {
+			fp_count(FP_C_CTRL_RETRIES, 1);
+			return -EAGAIN;
+		}
+		usleep_range(FP_SEND_POLL_US, 2 * FP_SEND_POLL_US);
+	}
+	seq = ++link->tx_seq & FP_SEQ_MASK;
+	ret = ntb_peer_spad_write(ntb, 0, FP_SPAD_HELLO, fp_hello_word(FP_ROLE_BORROWER | FP_ROLE_LENDER));
+	if (!ret)
+		ret = ntb_peer_spad_write(ntb, 0, FP_SPAD_ARG0, arg0);
+	if (!ret)
+		ret = ntb_peer_spad_write(ntb, 0, FP_SPAD_ARG1, arg1);
+	if (!ret)
+		ret = ntb_peer_spad_write(ntb, 0, FP_SPAD_CMD, fp_cmd_word(cmd, seq));
+	if (!ret)
+		ret = ntb_peer_db_set(ntb, BIT_ULL(FP_DB_CTRL));
+	if (ret) {
+		fp_count(FP_C_CTRL_ERRORS, 1);
+		return ret;
+	}
+	fp_count(FP_C_CTRL_TX, 1);
+	return seq;
+}
+
+static void fp_hs_update(struct fp_link *link)
+{
+	lockdep_assert_held(&link->ctrl_lock);
+	if (link->hs_state == FP_HS_PENDING && link->acked && link->peer_seen) {
+		link->hs_state = FP_HS_OK;
+		link->hs_err = 0;
+		cancel_delayed_work(&link->hello_work);
+		dev_info(&link->ntb->dev, "link handshake done: peer protocol %u roles %#x\n",
+			 link->peer_version, link->peer_roles);
+	}
+}
+
+static void fp_hello_work(struct work_struct *work)
+{
+	struct fp_link *link = container_of(to_delayed_work(work), struct fp_link, hello_work);
+	int ret;
+
+	mutex_lock(&link->ctrl_lock);
+	if (link->hs_state != FP_HS_PENDING)
+		goto out_unlock;
+	if (link->hello_tries++ >= FP_HELLO_TRIES) {
+		link->hs_state = FP_HS_FAILED;
+		link->hs_err = -EAGAIN;
+		dev_warn(&link->ntb->dev, "link handshake: no answer from the peer: %pe\n",
+			 ERR_PTR(link->hs_err));
+		goto out_unlock;
+	}
+	if (!link->acked) {
+		if (link->hello_tries > 1)
+			fp_count(FP_C_CTRL_RETRIES, 1);
+		ret = fp_ctrl_send(link, FP_CMD_HELLO, 0, 0);
+		if (ret == -ENOLINK) {
+			link->hs_state = FP_HS_FAILED;
+			link->hs_err = ret;
+			goto out_unlock;
+		}
+		if (ret >= 0)
+			link->hello_seq = ret;
+	}
+	schedule_delayed_work(&link->hello_work, msecs_to_jiffies(FP_HELLO_RETRY_MS));
+out_unlock:
+	mutex_unlock(&link->ctrl_lock);
+}
+
+static void fp_link_work(struct work_struct *work)
+{
+	struct fp_link *link = container_of(work, struct fp_link, link_work);
+	bool up = ntb_link_is_up(link->ntb, NULL, NULL) == 1;
+
+	mutex_lock(&link->ctrl_lock);
+	if (up == link->up)
+		goto out_unlock;
+	link->up = up;
+	if (up) {
+		fp_count(FP_C_LINK_UP_EVENTS, 1);
+		fp_count(FP_C_LINKS_UP, 1);
+		dev_info(&link->ntb->dev, "link up\n");
+		link->hs_state = FP_HS_PENDING;
+		link->hs_err = 0;
+		link->acked = false;
+		link->peer_seen = false;
+		link->hello_tries = 0;
+		schedule_delayed_work(&link->hello_work, 0);
+	} else {
+		fp_count(FP_C_LINK_DOWN_EVENTS, 1);
+		fp_count(FP_C_LINKS_UP, -1);
+		dev_info(&link->ntb->dev, "link down\n");
+		link->hs_state = FP_HS_DOWN;
+		link->hs_err = -ENOLINK;
+		cancel_delayed_work(&link->hello_work);
+	}
+out_unlock:
+	mutex_unlock(&link->ctrl_lock);
+}
+
+static void fp_ctrl_recv(struct fp_link *link)
+{
+	struct ntb_dev *ntb = link->ntb;
+	u32 cmdw, hello, arg0, version, roles;
+	int ret;
+
+	lockdep_assert_held(&link->ctrl_lock);
+	cmdw = ntb_spad_read(ntb, FP_SPAD_CMD);
+	if (fp_cmd_of(cmdw) == FP_CMD_NONE)
+		return;
+	hello = ntb_spad_read(ntb, FP_SPAD_HELLO);
+	arg0 = ntb_spad_read(ntb, FP_SPAD_ARG0);
+	ntb_spad_write(ntb, FP_SPAD_CMD, fp_cmd_word(FP_CMD_NONE, 0));	/* consumed */
+	fp_count(FP_C_CTRL_RX, 1);
+
+	ret = fp_hello_check(hello, &version, &roles);
+	if (ret) {
+		fp_count(FP_C_CTRL_ERRORS, 1);
+		dev_warn_ratelimited(&ntb->dev, "control message %#x with bad hello %#x\n", cmdw, hello);
+		if (ret == -2 && link->hs_state == FP_HS_PENDING) {
+			link->hs_state = FP_HS_FAILED;
+			link->hs_err = -EPROTO;
+		}
+		return;
+	}
+	if (!link->up)
+		return;
+	link->peer_version = version;
+	link->peer_roles = roles;
+	link->peer_seen = true;
+	switch (fp_cmd_of(cmdw)) {
+	case FP_CMD_HELLO:
+		ret = fp_ctrl_send(link, FP_CMD_HELLO_ACK, fp_seq_of(cmdw), 0);
+		if (ret < 0)
+			dev_dbg(&ntb->dev, "HELLO_ACK not sent: %pe (the peer retries)\n", ERR_PTR(ret));
+		break;
+	case FP_CMD_HELLO_ACK:
+		if (arg0 == link->hello_seq)
+			link->acked = true;
+		break;
+	default:
+		fp_count(FP_C_CTRL_ERRORS, 1);
+		dev_warn_ratelimited(&ntb->dev, "unknown control command %#x\n", cmdw);
+		return;
+	}
+	fp_hs_update(link);
+}
+
+static void fp_db_work(struct work_struct *work)
+{
+	struct fp_link *link = container_of(work, struct fp_link, db_work);
+	u64 bits = ntb_db_read(link->ntb);
+
+	ntb_db_clear(link->ntb, bits);
+	mutex_lock(&link->ctrl_lock);
+	/* Also poll on a spurious doorbell: a message may have raced the previous clear. */
+	fp_ctrl_recv(link);
+	mutex_unlock(&link->ctrl_lock);
+}
+
+/* Both callbacks run in the NTB driver's interrupt handler: defer to process context. */
+static void fp_link_event(void *ctx)
+{
+	struct fp_link *link = ctx;
+
+	schedule_work(&link->link_work);
+}
+
+static void fp_db_event(void *ctx, int vector)
+{
+	struct fp_link *link = ctx;
+
+	fp_count(FP_C_DB_EVENTS, 1);
+	schedule_work(&link->db_work);
+}
+
+static const struct ntb_ctx_ops fp_ctx_ops = {
+	.link_event = fp_link_event,
+	.db_event = fp_db_event,
+};
+
+static int fp_link_show(struct seq_file *s, void *unused)
+{
+	struct fp_link *link = s->private;
+
+	mutex_lock(&link->ctrl_lock);
+	seq_printf(s, "link %s\nhandshake %s\nerror %d\npeer_version %u\npeer_roles %#x\n",
+		   link->up ? "up" : "down", fp_hs_names[link->hs_state], link->hs_err,
+		   link->peer_version, link->peer_roles);
+	mutex_unlock(&link->ctrl_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(fp_link);
+
+static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
+{
+	struct fp_link *link;
+	u64 db_mask;
+	int ret;
+
+	if (ntb_spad_count(ntb) < FP_SPAD_COUNT || !(ntb_db_valid_mask(ntb) & BIT_ULL(FP_DB_CTRL))) {
+		dev_info(&ntb->dev, "not enough scratchpads (%d) or doorbells: not used\n",
+			 ntb_spad_count(ntb));
+		return -ENODEV;
+	}
+	if (ntb_peer_port_count(ntb) != 1) {
+		dev_info(&ntb->dev, "multi-port NTBs are not supported yet: not used\n");
+		return -ENODEV;
+	}
+
+	link = kzalloc(sizeof(*link), GFP_KERNEL);
+	if (!link)
+		return -ENOMEM;
+	link->ntb = ntb;
+	link->pdev = ntb->pdev;
+	link->name = pci_name(ntb->pdev);
+	mutex_init(&link->ctrl_lock);
+	spin_lock_init(&link->inst_lock);
+	link->hs_state = FP_HS_DOWN;
+	link->hs_err = -ENOLINK;
+	INIT_WORK(&link->link_work, fp_link_work);
+	INIT_WORK(&link->db_work, fp_db_work);
+	INIT_DELAYED_WORK(&link->hello_work, fp_hello_work);
+	fp_link_types_init(link);
+
+	/* Our mailbox starts empty; only our doorbell bit interrupts. */
+	ntb_spad_write(ntb, FP_SPAD_CMD, fp_cmd_word(FP_CMD_NONE, 0));
+	db_mask = ntb_db_valid_mask(ntb);
+	ntb_db_set_mask(ntb, db_mask);
+	ntb_db_clear(ntb, db_mask);
+	ret = ntb_set_ctx(ntb, link, &fp_ctx_ops);
+	if (ret)
+		goto err_free_link;
+	ntb_db_clear_mask(ntb, BIT_ULL(FP_DB_CTRL));
+
+	mutex_lock(&fp_lock);
+	list_add_tail(&link->node, &fp_links);
+	/* The mdev parent exists from the start, with no type until the agent announces devices. */
+	ret = fp_link_sync_types(link);
+	mutex_unlock(&fp_lock);
+	if (ret)
+		goto err_unlist;
+
+	link->dbg_dir = debugfs_create_dir(link->name, fp_debugfs_root);
+	debugfs_create_file("link", 0400, link->dbg_dir, link, &fp_link_fops);
+	fp_count(FP_C_LINKS, 1);
+
+	ntb_link_enable(ntb, NTB_SPEED_AUTO, NTB_WIDTH_AUTO);
+	schedule_work(&link->link_work);
+	return 0;
+
+err_unlist:
+	mutex_lock(&fp_lock);
+	list_del(&link->node);
+	mutex_unlock(&fp_lock);
+	ntb_db_set_mask(ntb, db_mask);
+	ntb_clear_ctx(ntb);
+err_free_link:
+	kfree(link);
+	return ret;
+}
+
+static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
+{
+	struct fp_link *link = ntb->ctx;
+
+	/* The borrower side first: instances, types and announced devices of this link go away. */
+	mutex_lock(&fp_lock);
+	list_del(&link->node);
+	link->dying = true;
+	fp_link_types_teardown(link);
+	mutex_unlock(&fp_lock);
+	cancel_work_sync(&link->rereg_work);
+
+	debugfs_remove_recursive(link->dbg_dir);
+	ntb_link_disable(ntb);
+	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
+	ntb_clear_ctx(ntb);
+	/* No more events can queue work now. */
+	cancel_work_sync(&link->link_work);
+	cancel_work_sync(&link->db_work);
+	cancel_delayed_work_sync(&link->hello_work);
+	if (link->up)
+		fp_count(FP_C_LINKS_UP, -1);
+	fp_count(FP_C_LINKS, -1);
+	kfree(link);
+}
+
+static struct ntb_client fp_ntb_client = {
+	.ops = {
+		.probe = fp_ntb_probe,
+		.remove = fp_ntb_remove,
+	},
+};
+
+int fp_ntb_init(void)
+{
+	return ntb_register_client(&fp_ntb_client);
+}
+
+void fp_ntb_exit(void)
+{
+	ntb_unregister_client(&fp_ntb_client);
+}
