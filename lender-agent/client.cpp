@@ -1,0 +1,64 @@
+#include "client.hpp"
+
+#include "errors.hpp"
+#include "protocol.hpp"
+
+#include <cerrno>
+
+namespace farpass::agent {
+
+using nlohmann::json;
+
+RpcClient::RpcClient(Transport &transport, std::string local_host, const ClusterKey *key)
+	: transport_(transport), local_host_(std::move(local_host))
+{
+	if (key)
+		auth_.emplace(*key, Role::client);
+}
+
+json RpcClient::hello()
+{
+	json params = {{"protocol", protocol_version}, {"host", local_host_}};
+	std::string client_nonce;
+	if (auth_) {
+		client_nonce = random_bytes(nonce_size);
+		params["nonce"] = to_hex(client_nonce);
+	}
+	json result = exchange("hello", params);
+	if (auth_)
+		auth_->establish(client_nonce, from_hex(result.value("nonce", "")));
+	return result;
+}
+
+json RpcClient::call(std::string_view method, const json &params)
+{
+	return exchange(method, params);
+}
+
+json RpcClient::exchange(std::string_view method, const json &params)
+{
+	const std::uint64_t id = next_id_++;
+	const std::string body = dump_message({{"id", id}, {"method", method}, {"params", params}});
+	transport_.write(encode_frame(auth_ ? auth_->seal(body) : body));
+	std::optional<std::string> payload;
+	while (!(payload = decoder_.next())) {
+		const std::string bytes = transport_.read_some();
+		if (bytes.empty())
+			throw AgentError(ErrorCode::peer_unreachable, ECONNRESET, "connection closed by the other agent");
+		decoder_.feed(bytes);
+	}
+	const json reply = json::parse(auth_ ? auth_->open(*payload) : *payload, nullptr, false);
+	// A null id is an error about a message the other side could not read at all.
+	const json reply_id = reply.is_object() ? reply.value("id", json()) : json();
+	if (!reply.is_object() || (reply_id != id && !reply_id.is_null()))
+		throw AgentError(ErrorCode::invalid_request, "malformed reply to " + std::string(method));
+	if (const auto error = reply.find("error"); error != reply.end() && error->is_object())
+		throw AgentError(static_cast<ErrorCode>(error->value("code", int(ErrorCode::internal_error))),
+				 error->value("errno", EIO), error->value("message", "(no message)"));
+	const auto result = reply.find("result");
+	if (reply_id != id || result == reply.end())
+		throw AgentError(ErrorCode::invalid_request, "malformed reply to " + std::string(method));
+	return *result;
+}
+
+} // namespace farpass::agent

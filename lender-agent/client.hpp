@@ -1,0 +1,37 @@
+// The calling side of the protocol (an agent calling a peer, farpassctl calling its agent).
+#pragma once
+
+#include "auth.hpp"
+#include "framing.hpp"
+#include "transport.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace farpass::agent {
+
+class RpcClient {
+public:
+	// key: the cluster key for a peer connection, null for the local CLI socket.
+	RpcClient(Transport &transport, std::string local_host, const ClusterKey *key);
+
+	// Negotiates the version (and the session key); returns the other side's hello result.
+	nlohmann::json hello();
+	// Returns the result, or throws AgentError carrying the error the other side replied with.
+	nlohmann::json call(std::string_view method, const nlohmann::json &params);
+
+private:
+	nlohmann::json exchange(std::string_view method, const nlohmann::json &params);
+
+	Transport &transport_;
+	std::string local_host_;
+	std::optional<SessionAuth> auth_;
+	FrameDecoder decoder_;
+	std::uint64_t next_id_ = 0;
+};
+
+} // namespace farpass::agent

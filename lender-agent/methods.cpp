@@ -1,0 +1,51 @@
+#include "methods.hpp"
+
+namespace farpass::agent {
+
+namespace {
+
+using nlohmann::json;
+using handler_function = json (*)(AgentContext &, const json &, const CallContext &);
+
+Handler bind(AgentContext &agent, handler_function function)
+{
+	return [&agent, function](const json &params, const CallContext &context) {
+		return function(agent, params, context);
+	};
+}
+
+constexpr ParamField pci{"pci", ParamType::string};
+constexpr ParamField lease{"lease", ParamType::string};
+constexpr ParamField offset{"offset", ParamType::unsigned_integer};
+constexpr ParamField width{"width", ParamType::unsigned_integer};
+constexpr ParamField iova{"iova", ParamType::unsigned_integer};
+constexpr ParamField size{"size", ParamType::unsigned_integer};
+
+} // namespace
+
+// The one table: docs/agent-protocol.md documents each row.
+std::vector<Method> method_table(AgentContext &agent)
+{
+	using namespace handlers;
+	return {
+		{"device.list", any_access, {}, bind(agent, device_list)},
+		{"device.lend", local_admin_access, {pci}, bind(agent, device_lend)},
+		{"device.unlend", local_admin_access, {pci, {"force", ParamType::boolean, false}},
+		 bind(agent, device_unlend)},
+		{"device.read_config", peer_access, {pci, lease, offset, width}, bind(agent, device_read_config)},
+		{"device.write_config", peer_access, {pci, lease, offset, width, {"value", ParamType::unsigned_integer}},
+		 bind(agent, device_write_config)},
+		{"device.reset", peer_access, {pci, lease}, bind(agent, device_reset)},
+		{"dma.map", peer_access, {pci, lease, iova, size, {"window_offset", ParamType::unsigned_integer}},
+		 bind(agent, dma_map)},
+		{"dma.unmap", peer_access, {pci, lease, iova, size}, bind(agent, dma_unmap)},
+		{"lease.acquire", peer_access, {pci}, bind(agent, lease_acquire)},
+		{"lease.renew", peer_access, {pci, lease}, bind(agent, lease_renew)},
+		{"lease.release", peer_access, {pci, lease}, bind(agent, lease_release)},
+		{"lease.list", local_admin_access, {}, bind(agent, lease_list)},
+		{"cluster.devices", local_admin_access, {}, bind(agent, cluster_devices)},
+		{"cluster.status", any_access, {}, bind(agent, cluster_status)},
+	};
+}
+
+} // namespace farpass::agent

@@ -1,0 +1,111 @@
+#include "errors.hpp"
+#include "transport.hpp"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace farpass::agent {
+
+SocketTransport::SocketTransport(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
+
+SocketTransport::~SocketTransport()
+{
+	if (fd_ >= 0)
+		::close(fd_);
+}
+
+SocketTransport SocketTransport::connect_tcp(const std::string &address, int timeout_ms)
+{
+	const auto colon = address.rfind(':');
+	if (colon == std::string::npos)
+		throw AgentError(ErrorCode::invalid_params, "peer address \"" + address + "\" is not host:port");
+	const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+	addrinfo hints{};
+	hints.ai_socktype = SOCK_STREAM;
+	addrinfo *found = nullptr;
+	if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
+		throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
+				 "resolving " + address + ": " + ::gai_strerror(rc));
+	int error = EHOSTUNREACH;
+	for (const addrinfo *candidate = found; candidate; candidate = candidate->ai_next) {
+		const int fd = ::socket(candidate->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		if (::connect(fd, candidate->ai_addr, candidate->ai_addrlen) == 0) {
+			::freeaddrinfo(found);
+			return SocketTransport(fd, timeout_ms);
+		}
+		error = errno;
+		::close(fd);
+	}
+	::freeaddrinfo(found);
+	throw AgentError(ErrorCode::peer_unreachable, error, "connecting to " + address + ": " + std::strerror(error));
+}
+
+SocketTransport SocketTransport::connect_unix(const std::string &path, int timeout_ms)
+{
+	sockaddr_un address{};
+	address.sun_family = AF_UNIX;
+	if (path.size() >= sizeof(address.sun_path))
+		throw AgentError(ErrorCode::invalid_params, "socket path too long: " + path);
+	std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+	const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		throw_system_error("socket");
+	if (::connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) != 0) {
+		const int error = errno;
+		::close(fd);
+		throw AgentError(ErrorCode::peer_unreachable, error,
+				 "connecting to " + path + ": " + std::strerror(error));
+	}
+	return SocketTransport(fd, timeout_ms);
+}
+
+void SocketTransport::wait_for(short events, const char *what)
+{
+	pollfd entry{fd_, events, 0};
+	int rc;
+	while ((rc = ::poll(&entry, 1, timeout_ms_)) < 0 && errno == EINTR) {
+	}
+	if (rc < 0)
+		throw_system_error(what);
+	if (rc == 0)
+		throw AgentError(ErrorCode::timed_out, std::string(what) + ": no answer within " +
+							       std::to_string(timeout_ms_) + " ms");
+}
+
+void SocketTransport::write(std::string_view bytes)
+{
+	while (!bytes.empty()) {
+		wait_for(POLLOUT, "sending");
+		const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+		if (sent < 0 && errno == EINTR)
+			continue;
+		if (sent < 0)
+			throw AgentError(ErrorCode::peer_unreachable, errno,
+					 std::string("sending: ") + std::strerror(errno));
+		bytes.remove_prefix(static_cast<std::size_t>(sent));
+	}
+}
+
+std::string SocketTransport::read_some()
+{
+	char buffer[16384];
+	for (;;) {
+		wait_for(POLLIN, "receiving");
+		const ssize_t received = ::recv(fd_, buffer, sizeof(buffer), 0);
+		if (received < 0 && errno == EINTR)
+			continue;
+		if (received < 0)
+			throw AgentError(ErrorCode::peer_unreachable, errno,
+					 std::string("receiving: ") + std::strerror(errno));
+		return std::string(buffer, static_cast<std::size_t>(received));
+	}
+}
+
+} // namespace farpass::agent

@@ -1,0 +1,77 @@
+#include "state_store.hpp"
+
+#include "errors.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace farpass::agent {
+
+namespace {
+
+void write_fully(int fd, const std::string &data, const std::string &what)
+{
+	std::size_t done = 0;
+	while (done < data.size()) {
+		const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			throw_system_error("writing " + what);
+		done += static_cast<std::size_t>(n);
+	}
+}
+
+void fsync_path(const std::filesystem::path &path, int flags)
+{
+	const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+	if (fd < 0)
+		throw_system_error("opening " + path.string());
+	const int rc = ::fsync(fd);
+	::close(fd);
+	if (rc != 0)
+		throw_system_error("fsync " + path.string());
+}
+
+} // namespace
+
+StateStore::StateStore(std::filesystem::path directory)
+	: directory_(std::move(directory)), file_(directory_ / "state.json")
+{
+}
+
+std::optional<nlohmann::json> StateStore::load() const
+{
+	std::ifstream in(file_);
+	if (!in)
+		return std::nullopt;
+	try {
+		return nlohmann::json::parse(in);
+	} catch (const nlohmann::json::exception &e) {
+		throw AgentError(ErrorCode::internal_error, "corrupt state file " + file_.string() + ": " + e.what());
+	}
+}
+
+void StateStore::save(const nlohmann::json &state) const
+{
+	const std::filesystem::path temporary = directory_ / "state.json.tmp";
+	const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		throw_system_error("creating " + temporary.string());
+	try {
+		write_fully(fd, state.dump(1, '\t') + "\n", temporary.string());
+		if (::fsync(fd) != 0)
+			throw_system_error("fsync " + temporary.string());
+	} catch (...) {
+		::close(fd);
+		throw;
+	}
+	::close(fd);
+	if (::rename(temporary.c_str(), file_.c_str()) != 0)
+		throw_system_error("renaming " + temporary.string());
+	fsync_path(directory_, O_RDONLY | O_DIRECTORY);
+}
+
+} // namespace farpass::agent

@@ -1,0 +1,104 @@
+#include "sysfs.hpp"
+
+#include "errors.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace farpass::agent {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int bar_count = 6;
+
+std::uint64_t read_hex(const fs::path &file)
+{
+	std::ifstream in(file);
+	std::uint64_t value = 0;
+	if (!(in >> std::hex >> value))
+		throw AgentError(ErrorCode::system_error, EIO, "cannot read " + file.string());
+	return value;
+}
+
+std::string link_name(const fs::path &link)
+{
+	std::error_code error;
+	const fs::path target = fs::read_symlink(link, error);
+	return error ? std::string() : target.filename().string();
+}
+
+} // namespace
+
+fs::path Sysfs::device_dir(const std::string &address) const
+{
+	return root_ / "sys/bus/pci/devices" / address;
+}
+
+bool Sysfs::has_pci_device(const std::string &address) const
+{
+	return fs::exists(device_dir(address));
+}
+
+PciDeviceInfo Sysfs::pci_device(const std::string &address) const
+{
+	const fs::path dir = device_dir(address);
+	if (!fs::exists(dir))
+		throw AgentError(ErrorCode::no_such_device, "no PCI device " + address);
+	PciDeviceInfo info;
+	info.vendor = static_cast<std::uint16_t>(read_hex(dir / "vendor"));
+	info.device = static_cast<std::uint16_t>(read_hex(dir / "device"));
+	// "resource" has one "start end flags" line per resource; the first six are the BARs.
+	std::ifstream resource(dir / "resource");
+	for (int bar = 0; bar < bar_count; bar++) {
+		std::uint64_t start = 0, end = 0, flags = 0;
+		if (!(resource >> std::hex >> start >> end >> flags))
+			throw AgentError(ErrorCode::system_error, EIO, "cannot parse " + (dir / "resource").string());
+		info.bar_sizes.push_back(end > start ? end - start + 1 : 0);
+	}
+	const std::string group = link_name(dir / "iommu_group");
+	if (group.empty())
+		throw AgentError(ErrorCode::no_such_device, EINVAL, address + " has no IOMMU group (IOMMU off?)");
+	info.iommu_group = std::stoi(group);
+	info.driver = link_name(dir / "driver");
+	return info;
+}
+
+void Sysfs::write(const fs::path &file, const std::string &value) const
+{
+	const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		throw_system_error("opening " + file.string());
+	const ssize_t written = ::write(fd, value.data(), value.size());
+	const int saved_errno = errno;
+	::close(fd);
+	errno = saved_errno;
+	if (written != static_cast<ssize_t>(value.size()))
+		throw_system_error("writing \"" + value + "\" to " + file.string());
+}
+
+void Sysfs::bind_to_vfio(const std::string &address)
+{
+	const PciDeviceInfo info = pci_device(address);
+	write(device_dir(address) / "driver_override", vfio_driver);
+	if (info.driver == vfio_driver)
+		return;
+	if (!info.driver.empty())
+		write(root_ / "sys/bus/pci/drivers" / info.driver / "unbind", address);
+	write(root_ / "sys/bus/pci/drivers_probe", address);
+}
+
+void Sysfs::return_to_host(const std::string &address)
+{
+	const PciDeviceInfo info = pci_device(address);
+	// A lone newline clears driver_override.
+	write(device_dir(address) / "driver_override", "\n");
+	if (!info.driver.empty())
+		write(root_ / "sys/bus/pci/drivers" / info.driver / "unbind", address);
+	write(root_ / "sys/bus/pci/drivers_probe", address);
+}
+
+} // namespace farpass::agent

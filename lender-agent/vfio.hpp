@@ -1,0 +1,31 @@
+// The lender's VFIO access to a lent device. The container opened for a device is its private
+// lender-IOMMU domain: the only DMA it can do is to what map_dma put there.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace farpass::agent {
+
+class VfioDevice {
+public:
+	virtual ~VfioDevice() = default;
+
+	// Config space through the VFIO config region; width is 1, 2 or 4 bytes.
+	virtual std::uint32_t read_config(std::uint32_t offset, unsigned width) = 0;
+	virtual void write_config(std::uint32_t offset, unsigned width, std::uint32_t value) = 0;
+	virtual void reset() = 0;
+	// VFIO_IOMMU_MAP_DMA: device DMA to [iova, iova + size) reaches process memory at vaddr.
+	virtual void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) = 0;
+	virtual void unmap_dma(std::uint64_t iova, std::uint64_t size) = 0;
+};
+
+class Vfio {
+public:
+	virtual ~Vfio() = default;
+	// Opens the device's group and a fresh container for it. Throws AgentError.
+	virtual std::unique_ptr<VfioDevice> open(const std::string &pci_address, int iommu_group) = 0;
+};
+
+} // namespace farpass::agent
