@@ -18,6 +18,13 @@ rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 
+# Run a step with its output in a log file, shown only if it fails.
+logged() {
+	local log=$1
+	shift
+	"$@" >"$log" 2>&1 || { tail -40 "$log" >&2; return 1; }
+}
+
 dsc=$src_cache/qemu_${QEMU_DEB_VERSION#*:}.dsc
 if [ ! -f "$dsc" ]; then
 	apt-cache showsrc qemu >/dev/null 2>&1 || {
@@ -27,8 +34,10 @@ if [ ! -f "$dsc" ]; then
 	timed "download QEMU source $QEMU_DEB_VERSION" \
 		bash -c "cd '$src_cache' && apt-get source -q --download-only qemu='$QEMU_DEB_VERSION'"
 fi
+# apt already authenticated the .dsc through the signed Sources index; dpkg-source's own gpgv check
+# only complains that no Debian uploader keyring is installed.
 timed "unpack QEMU source (Debian patches applied)" \
-	dpkg-source -q -x "$dsc" "$work/src"
+	logged "$work/unpack.log" dpkg-source -x "$dsc" "$work/src"
 
 cd "$work/src"
 while read -r patch; do
@@ -37,13 +46,6 @@ while read -r patch; do
 	patch -p1 --quiet --forward <"$FARPASS_TOP/qemu-patches/$patch"
 done <"$FARPASS_TOP/qemu-patches/series"
 cp "$FARPASS_TOP/qemu-patches/rig-devices.mak" configs/devices/x86_64-softmmu/farpass-rig.mak
-
-# Run a step with its output in a log file, shown only if it fails.
-logged() {
-	local log=$1
-	shift
-	"$@" >"$log" 2>&1 || { tail -40 "$log" >&2; return 1; }
-}
 
 mkdir build
 cd build

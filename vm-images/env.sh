@@ -8,17 +8,6 @@ FARPASS_CACHE=${FARPASS_CACHE:-/var/cache/farpass}
 # Debian's own python3 (QEMU's configure and meson must not pick up a pyenv shim).
 export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 
-# The QEMU source package the rig patches, and the build that carries our patches (keyed by their hash,
-# so editing a patch rebuilds).
-QEMU_DEB_VERSION=${QEMU_DEB_VERSION:-1:7.2+dfsg-7+deb12u18}
-qemu_patch_hash() {
-	# Missing files hash as absent (not an error), so sourcing this under `set -euo pipefail` works
-	# before qemu-patches/ is complete; once the files exist the hash is the same as without `|| true`.
-	{ (cd "$FARPASS_TOP/qemu-patches" && cat series $(cat series) rig-devices.mak build-qemu.sh) 2>/dev/null ||
-		true; } | sha256sum | cut -c1-12
-}
-FARPASS_QEMU_DIR=$FARPASS_CACHE/qemu-${QEMU_DEB_VERSION#*:}-$(qemu_patch_hash)
-FARPASS_QEMU=$FARPASS_QEMU_DIR/bin/qemu-system-x86_64
 # Firmware from Debian's seabios/ipxe-qemu packages (the dfsg source ships none).
 FARPASS_QEMU_FW="-L /usr/share/seabios -L /usr/share/qemu"
 
@@ -34,10 +23,26 @@ timed() {
 	return $rc
 }
 
-# Kernel versions and artefact paths resolved by `vm-images/setup.sh` (KVER, KDEB_VERSION, FARPASS_KIMG,
+# Versions and artefact paths resolved by `vm-images/setup.sh` (KVER, KDEB_VERSION, QEMU_DEB_VERSION, FARPASS_KIMG,
 # FARPASS_VMLINUX, FARPASS_KO_DIR, FARPASS_L1_INITRD, ...). Written once per set-up so that every script
 # (setup, rig launcher, tests, the L1 command server) uses the same values; absent before the first set-up.
 FARPASS_RIG_ENV=$FARPASS_CACHE/rig.env
 if [ -r "$FARPASS_RIG_ENV" ]; then
 	. "$FARPASS_RIG_ENV"
 fi
+
+# The patched QEMU: Debian's newest 7.2 source package (setup resolves it; Debian drops superseded
+# versions from its indexes, so a pinned one would break fresh machines) plus our series, keyed by a hash
+# of the patches so that editing one rebuilds.
+QEMU_DEB_VERSION=${QEMU_DEB_VERSION:-1:7.2+dfsg-7+deb12u18}
+qemu_patch_hash() {
+	# Missing files hash as absent (not an error), so sourcing this under `set -euo pipefail` works
+	# before qemu-patches/ is complete; once the files exist the hash is the same as without `|| true`.
+	{ (cd "$FARPASS_TOP/qemu-patches" && cat series $(cat series) rig-devices.mak build-qemu.sh) 2>/dev/null ||
+		true; } | sha256sum | cut -c1-12
+}
+qemu_paths() {
+	FARPASS_QEMU_DIR=$FARPASS_CACHE/qemu-${QEMU_DEB_VERSION#*:}-$(qemu_patch_hash)
+	FARPASS_QEMU=$FARPASS_QEMU_DIR/bin/qemu-system-x86_64
+}
+qemu_paths

@@ -102,6 +102,15 @@ resolve_kernel() {
 	[ -n "$KDEB_VERSION" ] && [ "$KDEB_VERSION" != "(none)" ]
 }
 
+# The newest QEMU 7.2 source package apt offers (needs the deb-src entry); our series applies to 7.2.
+resolve_qemu_source() {
+	local v
+	v=$(apt-cache showsrc qemu 2>/dev/null | awk '/^Version: 1:7\.2[+.~]/ {print $2}' | sort -V | tail -1)
+	[ -n "$v" ] || return 1
+	QEMU_DEB_VERSION=$v
+	qemu_paths
+}
+
 apt_install() {
 	timed "apt-install $*" with_progress "$FARPASS_CACHE/logs/apt-install.log" \
 		env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
@@ -175,8 +184,8 @@ write_rig_env() {
 		echo "# Written by vm-images/setup.sh on $(date -u +%FT%TZ); sourced by vm-images/env.sh."
 		for v in KVER KDEB_VERSION FARPASS_KDIR FARPASS_KIMG FARPASS_KMODS FARPASS_VMLINUZ FARPASS_VMLINUX \
 			FARPASS_KHEADERS FARPASS_KSRC FARPASS_KSRC_FULL FARPASS_KBUILD FARPASS_KO_DIR FARPASS_NTB_SYMVERS \
-			FARPASS_L1_INITRD FARPASS_L2_KERNEL FARPASS_L2_INITRD FARPASS_ROOTFS; do
-			printf '%s=%q\n' "$v" "${!v}"
+			FARPASS_L1_INITRD FARPASS_L2_KERNEL FARPASS_L2_INITRD FARPASS_ROOTFS QEMU_DEB_VERSION; do
+			printf '%s=%q\n' "$v" "${!v:-}"
 		done
 	} >"$tmp"
 	mv "$tmp" "$FARPASS_RIG_ENV"
@@ -365,16 +374,13 @@ step_l1initrd() {
 
 # The patched QEMU is built (and cached by its patch hash) by qemu-patches/build-qemu.sh.
 step_qemu() {
-	local b=$FARPASS_TOP/qemu-patches/build-qemu.sh
-	if [ ! -e "$b" ]; then
-		step "qemu: $b not there yet; the rig falls back to nothing (set FARPASS_QEMU to try another)"
-		return 0
-	fi
+	resolve_qemu_source || { apt_update && resolve_qemu_source; } || die "no QEMU 7.2 source package in apt"
+	write_rig_env
 	if [ -x "$FARPASS_QEMU" ]; then
 		step "qemu: up to date ($FARPASS_QEMU)"
 		return 0
 	fi
-	timed build-qemu nice bash "$b"
+	timed build-qemu nice bash "$FARPASS_TOP/qemu-patches/build-qemu.sh"
 }
 
 # ----------------------------------------------------------------------------------------------- l2
