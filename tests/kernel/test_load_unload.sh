@@ -1,0 +1,56 @@
+#!/bin/bash
+# (c) farpass.ko loads and unloads 20 times on borrower1, every other time with announced devices and
+# an mdev instance present at rmmod; the lender keeps its farpass loaded, so each load also brings the
+# link up and starts the control handshake that the unload interrupts. Afterwards: no mdev, no parent,
+# VFIO and mdev hold no reference, the kernel logged no warning; a last cycle checks the counters'
+# gauges are back to zero after a clean teardown.
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/kernel-lib.sh"
+fp_check_built
+
+rig_up --borrowers 1
+B=borrower1
+NTB=$(ntb_pci $B)
+PARENT=/sys/class/mdev_bus/$NTB
+T=$PARENT/mdev_supported_types/ntb_hw_epf-farpass-lender-1
+fp_load lender
+fp_load $B
+rig_run $B -- "rmmod farpass"
+users() { rig_run $B -- "lsmod | awk '\$1 == \"$1\" { print \$3 }'"; }
+mdev_users=$(users mdev) vfio_users=$(users vfio)
+
+expect "20 load/unload cycles, instances present in every other one" rig_run $B --timeout 400 -- "set -e
+for i in \$(seq 20); do
+	insmod $FP_KO
+	if [ \$((i % 2)) = 1 ]; then
+		$FP_CLIENT announce --id 1 --ntb $NTB >/dev/null
+		$FP_CLIENT announce --id 2 --ntb $NTB >/dev/null
+		echo 8f7c3ab0-5c6e-4e41-9d3e-0000000000\$(printf %02d \$i) > $T/create
+		test \$(ls /sys/bus/mdev/devices | wc -l) = 1
+	fi
+	rmmod farpass
+	test ! -e $PARENT/mdev_supported_types
+	test \$(ls /sys/bus/mdev/devices | wc -l) = 0
+done
+echo cycles done"
+
+expect_eq "mdev's users as before the cycles" "$(users mdev)" "$mdev_users"
+expect_eq "vfio's users as before the cycles" "$(users vfio)" "$vfio_users"
+
+echo "# a last cycle with a clean teardown: gauges back to zero"
+fp_load $B
+fp_client $B announce --id 1 --ntb "$NTB"
+rig_run $B -- "echo 8f7c3ab0-5c6e-4e41-9d3e-0000000000aa > $T/create"
+expect_eq "instances" "$(fp_counter $B instances)" 1
+rig_run $B -- "echo 1 > /sys/bus/mdev/devices/8f7c3ab0-5c6e-4e41-9d3e-0000000000aa/remove"
+fp_client $B withdraw --id 1
+rig_run $B -- "cat $FP_DBG/counters"
+for n in agent_files devices types instances vfio_open pinned_pages; do
+	expect_eq "counters: $n" "$(fp_counter $B $n)" 0
+done
+expect_eq "counters: one parent (the link's, with no type)" "$(fp_counter $B parents)" 1
+expect "rmmod" rig_run $B -- "rmmod farpass"
+expect "no warning, oops or leak report in dmesg" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops|leak'"
+expect "the lender is fine" rig_run lender -- "! dmesg | grep -E 'WARNING|BUG|Oops' && rmmod farpass"
