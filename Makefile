@@ -21,7 +21,7 @@ build: setup
 	meson compile -C $(BUILD)
 
 check: build
-	tests/run-suites.sh unit rig
+	tests/run-suites.sh unit rig kernel
 
 check-unit: build
 	tests/run-suites.sh unit
