@@ -6,9 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 
 rig_up --borrowers 1
-declare -A other=([lender]=borrower1 [borrower1]=lender)
 perf() { echo "D=/sys/kernel/debug/ntb_perf/$(ntb_pci "$1")"; }
-tool() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1"); P=\$D/peer0"; }
 results=()
 figure() { results+=("$(printf '%-52s %s' "$1" "$2")"); }
 
@@ -30,21 +28,17 @@ for vm in lender borrower1; do
 	rig_run "$vm" --timeout 300 -- "$(perf "$vm"); echo 0 > \$D/run"
 	line=$(rig_run "$vm" -- "$(perf "$vm"); grep -E 'copied|error' \$D/run")
 	mbs=$(sed -n 's/.*, \([0-9]*\) MBytes\/s/\1/p' <<<"$line")
-	figure "ntb_perf $vm -> ${other[$vm]} ($((1 << (TOTAL_ORDER - 20))) MiB)" "${mbs:-?} MB/s   [$line]"
+	figure "ntb_perf $vm -> ${NTB_PEER[$vm]} ($((1 << (TOTAL_ORDER - 20))) MiB)" "${mbs:-?} MB/s   [$line]"
 done
 rig_run lender -- "rmmod ntb_perf"
 rig_run borrower1 -- "rmmod ntb_perf"
 
 # Window reads: the borrower backs both windows with 64 KiB; the lender reads 4 KiB through each.
 # x86 memcpy_fromio reads with 4-byte `rep movsl`: 1024 accesses per 4 KiB.
-for vm in lender borrower1; do
-	ntb_load "$vm" ntb_tool
-	rig_run "$vm" -- "$(tool "$vm"); echo Y > \$D/link"
-done
-ntb_wait lender 30 "$(tool lender); grep -q Y \$P/link"
-rig_run borrower1 -- "$(tool borrower1); echo 65536 > \$P/mw_trans0; echo 65536 > \$P/mw_trans1"
+ntb_tool_up lender borrower1
+rig_run borrower1 -- "$(ntb_tool_dir borrower1); echo 65536 > \$P/mw_trans0; echo 65536 > \$P/mw_trans1"
 for mw in 0 1; do
-	ms=$(rig_run lender -- "$(tool lender); echo 0:65536 > \$P/peer_mw_trans$mw
+	ms=$(rig_run lender -- "$(ntb_tool_dir lender); echo 0:65536 > \$P/peer_mw_trans$mw
 t0=\$(date +%s%N); for i in 1 2 3 4; do dd if=\$P/peer_mw$mw bs=4096 count=1 status=none >/dev/null; done
 echo \$(( (\$(date +%s%N) - t0) / 4000000 ))")
 	if [ $mw = 0 ]; then

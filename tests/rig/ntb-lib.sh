@@ -13,13 +13,13 @@ ntb_pci() {
 	fi
 }
 
-# ntb_load VM MODULE [PARAM=VALUE...]: the NTB core and ntb_hw_epf (once), then MODULE.
+# ntb_load VM MODULE [PARAM=VALUE...]: the NTB core, ntb_hw_epf and MODULE, each unless loaded.
 ntb_load() {
 	local vm=$1 module=$2
 	shift 2
 	rig_run "$vm" -- "set -e; cd $(rig_modules_dir)
 lsmod | grep -q '^ntb_hw_epf ' || { insmod ntb.ko; insmod ntb_hw_epf.ko; }
-insmod $module.ko $*"
+lsmod | grep -q '^$module ' || insmod $module.ko $*"
 }
 
 # ntb_wait VM SECONDS SHELL-CONDITION: true once the condition holds in VM, polled every 0.2 s.
@@ -50,4 +50,22 @@ expect() {
 		printf 'FAIL %s\n' "$what"
 		return 1
 	fi
+}
+
+# The other end of link 1.
+declare -A NTB_PEER=([lender]=borrower1 [borrower1]=lender)
+
+# Shell prelude for ntb_tool's debugfs in VM: $D is its NTB's directory, $P that of its peer.
+ntb_tool_dir() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1"); P=\$D/peer0"; }
+
+# ntb_tool_up VM...: ntb_tool loaded and the link requested in each VM, then up as each of them sees it.
+ntb_tool_up() {
+	local vm
+	for vm; do
+		ntb_load "$vm" ntb_tool
+		rig_run "$vm" -- "$(ntb_tool_dir "$vm"); echo Y > \$D/link"
+	done
+	for vm; do
+		expect "$vm: link up" ntb_wait "$vm" 30 "$(ntb_tool_dir "$vm"); grep -q Y \$P/link"
+	done
 }

@@ -11,7 +11,6 @@ set -euo pipefail
 . "$(dirname "$0")/ntb-lib.sh"
 
 rig_up --borrowers 1
-declare -A other=([lender]=borrower1 [borrower1]=lender)
 fid() { echo "cd /sys/kernel/debug/ntb_fidelity/$(ntb_pci "$1")"; }
 PATTERN=$(printf '%02x' $(seq 1 32)) # 32 bytes, none zero
 MW=1                                  # MW2, the 64-bit prefetchable window
@@ -36,7 +35,7 @@ send_and_read() {
 }
 
 for receiver in borrower1 lender; do
-	sender=${other[$receiver]}
+	sender=${NTB_PEER[$receiver]}
 	read -r _ iova _ size _ phys < <(rig_run "$receiver" -- "$(fid "$receiver"); echo $SIZE > alloc; echo 0 > buf; cat alloc")
 	echo "$receiver: buffer iova $iova phys $phys size $size"
 	expect "$receiver: the IOVA is not a RAM address (exists only in the NTB's domain)" \

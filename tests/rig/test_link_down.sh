@@ -8,27 +8,23 @@ set -euo pipefail
 . "$(dirname "$0")/ntb-lib.sh"
 
 rig_up --borrowers 1
-tool() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1"); P=\$D/peer0"; }
-bring_up() {
-	ntb_load "$1" ntb_tool
-	rig_run "$1" -- "$(tool "$1"); echo Y > \$D/link"
-}
 # Read 8 bytes (one window access) from the peer's MW1 through the link; prints hex and milliseconds.
 read8() {
-	rig_run "$1" --timeout 30 -- "$(tool "$1"); t0=\$(date +%s%N)
+	rig_run "$1" --timeout 30 -- "$(ntb_tool_dir "$1"); t0=\$(date +%s%N)
 x=\$(dd if=\$P/peer_mw0 bs=8 count=1 status=none | od -An -tx1 | tr -d ' \\n')
 echo \"\$x \$(( (\$(date +%s%N) - t0) / 1000000 ))\""
 }
+# The borrower backs its MW1 with a fresh 4 KiB buffer; the lender writes TEXT (8 bytes) and reads it back.
+expect_window_carries() {
+	local text=$1 what=$2 data ms
+	rig_run borrower1 -- "$(ntb_tool_dir borrower1); echo 4096 > \$P/mw_trans0"
+	rig_run lender -- "$(ntb_tool_dir lender); echo 0:4096 > \$P/peer_mw_trans0; printf '$text' > \$P/peer_mw0"
+	read -r data ms < <(read8 lender)
+	expect_eq "$what ($ms ms)" "$data" "$(printf '%s' "$text" | od -An -tx1 | tr -d ' \n')"
+}
 
-bring_up lender
-bring_up borrower1
-for vm in lender borrower1; do
-	expect "$vm: link up" ntb_wait "$vm" 30 "$(tool "$vm"); grep -q Y \$P/link"
-done
-rig_run borrower1 -- "$(tool borrower1); echo 4096 > \$P/mw_trans0"
-rig_run lender -- "$(tool lender); echo 0:4096 > \$P/peer_mw_trans0; printf 'farpass!' > \$P/peer_mw0"
-read -r data ms < <(read8 lender)
-expect_eq "lender reads the peer's window ($ms ms)" "$data" "$(printf 'farpass!' | od -An -tx1 | tr -d ' \n')"
+ntb_tool_up lender borrower1
+expect_window_carries 'farpass!' "lender reads the peer's window"
 
 # A frozen peer: the socket stays open but nothing answers.
 kill -STOP "${RIG_PID[borrower1]}"
@@ -43,7 +39,7 @@ expect_eq "thawed peer: reads work again" "$data" "$(printf 'farpass!' | od -An 
 
 # A dead peer.
 rig_kill borrower1
-expect "lender: link down after the peer's QEMU was killed" ntb_wait lender 20 "$(tool lender); grep -q N \$P/link"
+expect "lender: link down after the peer's QEMU was killed" ntb_wait lender 20 "$(ntb_tool_dir lender); grep -q N \$P/link"
 read -r data ms < <(read8 lender)
 expect_eq "dead peer: the read returns all-ones" "$data" ffffffffffffffff
 expect "dead peer: ... at once ($ms ms)" test "$ms" -lt 1000
@@ -51,11 +47,5 @@ expect "lender survives" rig_run lender -- true
 
 # The peer comes back.
 rig_boot borrower1
-bring_up borrower1
-for vm in lender borrower1; do
-	expect "$vm: link up again" ntb_wait "$vm" 30 "$(tool "$vm"); grep -q Y \$P/link"
-done
-rig_run borrower1 -- "$(tool borrower1); echo 4096 > \$P/mw_trans0"
-rig_run lender -- "$(tool lender); printf 'again!!!' > \$P/peer_mw0"
-read -r data ms < <(read8 lender)
-expect_eq "data flows again after the peer returned" "$data" "$(printf 'again!!!' | od -An -tx1 | tr -d ' \n')"
+ntb_tool_up lender borrower1
+expect_window_carries 'again!!!' "data flows again after the peer returned"

@@ -6,32 +6,23 @@ set -euo pipefail
 . "$(dirname "$0")/ntb-lib.sh"
 
 rig_up --borrowers 1
-declare -A other=([lender]=borrower1 [borrower1]=lender)
-tool() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1"); P=\$D/peer0"; }
-
-for vm in lender borrower1; do
-	ntb_load "$vm" ntb_tool
-	rig_run "$vm" -- "$(tool "$vm"); echo Y > \$D/link"
-done
-for vm in lender borrower1; do
-	expect "$vm: link up" ntb_wait "$vm" 30 "$(tool "$vm"); grep -q Y \$P/link"
-done
+ntb_tool_up lender borrower1
 
 # Scratchpads: written into the peer's through BAR1, read from our own on the other side.
-expect_eq "lender -> borrower1 spad3" "$(rig_run lender -- "$(tool lender); echo 0xa5a50001 > \$P/spad3" &&
-	rig_run borrower1 -- "$(tool borrower1); cat \$D/spad3")" 0xa5a50001
-expect_eq "borrower1 -> lender spad7" "$(rig_run borrower1 -- "$(tool borrower1); echo 0x5a5a0002 > \$P/spad7" &&
-	rig_run lender -- "$(tool lender); cat \$D/spad7")" 0x5a5a0002
+expect_eq "lender -> borrower1 spad3" "$(rig_run lender -- "$(ntb_tool_dir lender); echo 0xa5a50001 > \$P/spad3" &&
+	rig_run borrower1 -- "$(ntb_tool_dir borrower1); cat \$D/spad3")" 0xa5a50001
+expect_eq "borrower1 -> lender spad7" "$(rig_run borrower1 -- "$(ntb_tool_dir borrower1); echo 0x5a5a0002 > \$P/spad7" &&
+	rig_run lender -- "$(ntb_tool_dir lender); cat \$D/spad7")" 0x5a5a0002
 expect_eq "lender reads back borrower1's spad7 via BAR1" \
-	"$(rig_run borrower1 -- "$(tool borrower1); echo 0x12345678 > \$D/spad7" &&
-		rig_run lender -- "$(tool lender); cat \$P/spad7")" 0x12345678
+	"$(rig_run borrower1 -- "$(ntb_tool_dir borrower1); echo 0x12345678 > \$D/spad7" &&
+		rig_run lender -- "$(ntb_tool_dir lender); cat \$P/spad7")" 0x12345678
 
 # Doorbells: each side rings a different bit; the other's ISR records it.
 for vm in lender borrower1; do
 	bit=$([ "$vm" = lender ] && echo 0x2 || echo 0x10)
-	rig_run "$vm" -- "$(tool "$vm"); echo 's $bit' > \$D/peer_db"
-	expect "${other[$vm]} sees doorbell $bit from $vm" \
-		ntb_wait "${other[$vm]}" 10 "$(tool "${other[$vm]}"); [ \$(cat \$D/db) = $bit ]"
+	rig_run "$vm" -- "$(ntb_tool_dir "$vm"); echo 's $bit' > \$D/peer_db"
+	expect "${NTB_PEER[$vm]} sees doorbell $bit from $vm" \
+		ntb_wait "${NTB_PEER[$vm]}" 10 "$(ntb_tool_dir "${NTB_PEER[$vm]}"); [ \$(cat \$D/db) = $bit ]"
 done
 
 # Memory windows: the receiver allocates an inbound buffer (an IOVA of its NTB's DMA domain) for each
@@ -41,14 +32,14 @@ SIZE=16384
 head -c $SIZE /dev/urandom >"$RIGDIR/pattern"
 want=$(sha256sum <"$RIGDIR/pattern" | cut -c1-64)
 for sender in lender borrower1; do
-	receiver=${other[$sender]}
-	rig_run "$receiver" -- "$(tool "$receiver"); echo $SIZE > \$P/mw_trans0; echo $SIZE > \$P/mw_trans1; cat \$P/mw_trans1 | head -3"
+	receiver=${NTB_PEER[$sender]}
+	rig_run "$receiver" -- "$(ntb_tool_dir "$receiver"); echo $SIZE > \$P/mw_trans0; echo $SIZE > \$P/mw_trans1; cat \$P/mw_trans1 | head -3"
 	for mw in 0 1; do
-		got=$(rig_run "$sender" -- "$(tool "$sender"); echo 0:$SIZE > \$P/peer_mw_trans$mw
+		got=$(rig_run "$sender" -- "$(ntb_tool_dir "$sender"); echo 0:$SIZE > \$P/peer_mw_trans$mw
 dd if=$RIGDIR/pattern of=\$P/peer_mw$mw bs=$SIZE count=1 status=none
 head -c $SIZE \$P/peer_mw$mw | sha256sum | cut -c1-64")
 		expect_eq "$sender reads back MW$((mw + 1)) through the link" "$got" "$want"
-		got=$(rig_run "$receiver" -- "$(tool "$receiver"); head -c $SIZE \$P/mw$mw | sha256sum | cut -c1-64")
+		got=$(rig_run "$receiver" -- "$(ntb_tool_dir "$receiver"); head -c $SIZE \$P/mw$mw | sha256sum | cut -c1-64")
 		expect_eq "$receiver finds $sender's MW$((mw + 1)) data in its inbound buffer" "$got" "$want"
 	done
 done
