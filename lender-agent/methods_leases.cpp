@@ -41,10 +41,10 @@ json lease_list(AgentContext &agent, const json &, const CallContext &)
 	for (const auto &[address, device] : agent.lender.devices()) {
 		if (!device.lease)
 			continue;
-		json entry = lease_view(agent, *device.lease);
-		entry["pci"] = address;
-		entry["borrower"] = device.lease->borrower;
-		leases.push_back(entry);
+		// The lease id stays between lender and borrower: it is what authorises device access.
+		leases.push_back({{"pci", address},
+				  {"borrower", device.lease->borrower},
+				  {"expires_in_ms", device.lease->expires_at_ms - agent.lender.now_ms()}});
 	}
 	return {{"leases", leases}};
 }

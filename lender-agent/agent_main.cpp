@@ -1,0 +1,284 @@
+// farpass-agent: the per-host daemon. One thread, one poll loop: peer agents on TCP, farpassctl on a Unix
+// socket (root only), lease expiry once a second, SIGTERM/SIGINT for a clean stop. State is persisted on
+// every change, so stopping needs no flush and a restart finds every device and lease again.
+#include "auth.hpp"
+#include "client.hpp"
+#include "config.hpp"
+#include "errors.hpp"
+#include "lender.hpp"
+#include "methods.hpp"
+#include "session.hpp"
+#include "state_store.hpp"
+#include "sysfs.hpp"
+#include "transport.hpp"
+#include "vfio_linux.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <list>
+
+using namespace farpass::agent;
+
+namespace {
+
+constexpr int peer_timeout_ms = 2000;
+constexpr std::int64_t stalled_message_ms = 10'000; // a sender silent mid-message this long is cut off
+constexpr int tick_ms = 1000;
+
+void log_line(LogLevel level, const std::string &line)
+{
+	// "<N>" is the sd-daemon priority prefix journald strips and records.
+	std::cerr << "<" << static_cast<int>(level) << ">" << line << std::endl;
+}
+
+// Until the kernel module's port exists, borrowing through the kernel is unavailable (lending works).
+class NoKernelPort final : public KernelPort {
+public:
+	void announce(const RemoteDevice &) override {}
+	void withdraw(const std::string &, const std::string &) override {}
+	int upcall_fd() const override { return -1; }
+	std::optional<Upcall> next_upcall() override { return std::nullopt; }
+	void complete(std::uint64_t, int, std::uint32_t) override {}
+	std::span<std::byte> outbound_window(const std::string &) override
+	{
+		throw AgentError(ErrorCode::system_error, ENODEV, "no NTB outbound window: /dev/farpass not connected");
+	}
+};
+
+int listen_tcp(const std::string &address)
+{
+	const auto colon = address.rfind(':');
+	if (colon == std::string::npos)
+		throw AgentError(ErrorCode::invalid_params, "listen address \"" + address + "\" is not host:port");
+	addrinfo hints{};
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	addrinfo *found = nullptr;
+	if (::getaddrinfo(address.substr(0, colon).c_str(), address.substr(colon + 1).c_str(), &hints, &found) != 0)
+		throw AgentError(ErrorCode::invalid_params, "cannot resolve listen address " + address);
+	const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	const int on = 1;
+	::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	const bool ok = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 && ::listen(fd, 16) == 0;
+	::freeaddrinfo(found);
+	if (!ok)
+		throw_system_error("listening on " + address);
+	return fd;
+}
+
+int listen_unix(const std::string &path)
+{
+	sockaddr_un address{};
+	address.sun_family = AF_UNIX;
+	if (path.size() >= sizeof(address.sun_path))
+		throw AgentError(ErrorCode::invalid_params, "socket path too long: " + path);
+	std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+	::unlink(path.c_str()); // a stale socket of a previous run
+	const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	// 0600 before anyone can connect: only root reaches the CLI socket; SO_PEERCRED checks again.
+	const mode_t old_mask = ::umask(0177);
+	const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) == 0 &&
+			::listen(fd, 16) == 0;
+	::umask(old_mask);
+	if (!ok)
+		throw_system_error("listening on " + path);
+	return fd;
+}
+
+struct Connection {
+	int fd;
+	Session session;
+	std::string outgoing;
+	std::int64_t last_activity_ms;
+};
+
+class Agent {
+public:
+	explicit Agent(const AgentConfig &config)
+		: config_(config), key_(ClusterKey::load(config.cluster_key)), store_(config.state_dir),
+		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms),
+		  context_{config.host, lender_, clock_.now_ms(), config.peers,
+			   [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
+				   return call_peer(peer, method, params);
+			   }},
+		  dispatcher_(method_table(context_))
+	{
+		for (const std::string &gone : lender_.restore())
+			log_line(LogLevel::warning, gone + " is no longer on this host; forgotten");
+		for (const auto &[address, device] : lender_.devices())
+			log_line(LogLevel::info, "restored " + address +
+							 (device.lease ? " borrowed by " + device.lease->borrower : ""));
+		tcp_ = listen_tcp(config.listen);
+		unix_ = listen_unix(config.socket);
+		sigset_t signals;
+		sigemptyset(&signals);
+		sigaddset(&signals, SIGTERM);
+		sigaddset(&signals, SIGINT);
+		sigprocmask(SIG_BLOCK, &signals, nullptr);
+		signals_ = ::signalfd(-1, &signals, SFD_CLOEXEC);
+		log_line(LogLevel::info, "farpass-agent " + config.host + ": peers on " + config.listen + ", CLI on " +
+						 config.socket + ", lease " + std::to_string(config.lease_ms) + " ms");
+	}
+
+	~Agent()
+	{
+		for (const Connection &connection : connections_)
+			::close(connection.fd);
+		::close(tcp_);
+		::close(unix_);
+		::close(signals_);
+		::unlink(config_.socket.c_str());
+	}
+
+	void run()
+	{
+		for (;;) {
+			std::vector<pollfd> fds = {{signals_, POLLIN, 0}, {tcp_, POLLIN, 0}, {unix_, POLLIN, 0}};
+			for (const Connection &connection : connections_)
+				fds.push_back({connection.fd, short(POLLIN | (connection.outgoing.empty() ? 0 : POLLOUT)), 0});
+			if (::poll(fds.data(), fds.size(), tick_ms) < 0 && errno != EINTR)
+				throw_system_error("poll");
+			if (fds[0].revents) {
+				log_line(LogLevel::info, "stopping on signal");
+				return;
+			}
+			if (fds[1].revents)
+				accept_connection(tcp_, Principal::peer);
+			if (fds[2].revents)
+				accept_connection(unix_, Principal::local_admin);
+			auto connection = connections_.begin();
+			for (std::size_t i = 3; i < fds.size(); i++, connection++)
+				serve(*connection, fds[i].revents);
+			reap_connections();
+			for (const ExpiredLease &expired : lender_.expire_due())
+				log_line(LogLevel::warning, "lease of " + expired.pci_address + " by " +
+								    expired.lease.borrower +
+								    " expired: device unmapped, reset and free");
+		}
+	}
+
+private:
+	nlohmann::json call_peer(const PeerAddress &peer, std::string_view method, const nlohmann::json &params)
+	{
+		SocketTransport transport = SocketTransport::connect_tcp(peer.address, peer_timeout_ms);
+		RpcClient client(transport, config_.host, &key_);
+		client.hello();
+		return client.call(method, params);
+	}
+
+	void accept_connection(int listener, Principal principal)
+	{
+		const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		std::string label;
+		if (principal == Principal::local_admin) {
+			ucred peer{};
+			socklen_t length = sizeof(peer);
+			if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != 0) {
+				log_line(LogLevel::warning, "CLI connection from uid " + std::to_string(peer.uid) + " refused");
+				::close(fd);
+				return;
+			}
+			label = "cli pid " + std::to_string(peer.pid);
+		} else {
+			sockaddr_storage address{};
+			socklen_t length = sizeof(address);
+			char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+			if (::getpeername(fd, reinterpret_cast<sockaddr *>(&address), &length) == 0)
+				::getnameinfo(reinterpret_cast<sockaddr *>(&address), length, host, sizeof(host), port,
+					      sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+			label = std::string(host) + ":" + port;
+		}
+		connections_.push_back({fd, Session(dispatcher_, {principal, config_.host, label, &key_}, log_line), {},
+					clock_.now_ms()});
+	}
+
+	void serve(Connection &connection, short revents)
+	{
+		if (revents & (POLLIN | POLLHUP | POLLERR)) {
+			char buffer[65536];
+			const ssize_t received = ::recv(connection.fd, buffer, sizeof(buffer), 0);
+			if (received > 0) {
+				connection.last_activity_ms = clock_.now_ms();
+				connection.outgoing += connection.session.receive(std::string_view(buffer, received));
+			} else if (received == 0 || (errno != EAGAIN && errno != EINTR)) {
+				connection.session.end_of_stream();
+				connection.outgoing.clear();
+			}
+		}
+		if (!connection.outgoing.empty()) {
+			const ssize_t sent = ::send(connection.fd, connection.outgoing.data(), connection.outgoing.size(),
+						    MSG_NOSIGNAL);
+			if (sent > 0)
+				connection.outgoing.erase(0, static_cast<std::size_t>(sent));
+			else if (errno != EAGAIN && errno != EINTR)
+				connection.session.end_of_stream(), connection.outgoing.clear();
+		}
+	}
+
+	void reap_connections()
+	{
+		const std::int64_t now = clock_.now_ms();
+		for (auto connection = connections_.begin(); connection != connections_.end();) {
+			if (connection->session.mid_message() && now - connection->last_activity_ms > stalled_message_ms) {
+				log_line(LogLevel::warning, "a connection stalled in the middle of a message; closing");
+				connection->session.end_of_stream();
+				connection->outgoing.clear();
+			}
+			if (connection->session.closed() && connection->outgoing.empty()) {
+				::close(connection->fd);
+				connection = connections_.erase(connection);
+			} else {
+				++connection;
+			}
+		}
+	}
+
+	AgentConfig config_;
+	ClusterKey key_;
+	SystemClock clock_;
+	Sysfs sysfs_;
+	LinuxVfio vfio_;
+	NoKernelPort kernel_;
+	StateStore store_;
+	Lender lender_;
+	AgentContext context_;
+	Dispatcher dispatcher_;
+	std::list<Connection> connections_;
+	int tcp_ = -1, unix_ = -1, signals_ = -1;
+};
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string config_path = "/etc/farpass/agent.conf";
+	for (int i = 1; i < argc; i++) {
+		const std::string arg = argv[i];
+		if (arg == "--config" && i + 1 < argc) {
+			config_path = argv[++i];
+		} else {
+			std::cerr << "usage: farpass-agent [--config PATH]   (default /etc/farpass/agent.conf)\n";
+			return arg == "--help" ? 0 : 2;
+		}
+	}
+	try {
+		Agent agent(load_config(config_path));
+		agent.run();
+		return 0;
+	} catch (const AgentError &e) {
+		log_line(LogLevel::error, std::string("fatal: ") + e.what());
+		return 1;
+	}
+}

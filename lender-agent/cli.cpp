@@ -1,0 +1,219 @@
+#include "cli.hpp"
+
+#include "errors.hpp"
+#include "pci_address.hpp"
+
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+
+namespace farpass::agent {
+
+using nlohmann::json;
+
+namespace {
+
+struct Command {
+	std::string_view name;
+	std::string_view method;
+	std::size_t operands; // PCI address or none
+	std::string_view summary;
+};
+
+const Command commands[] = {
+	{"list", "cluster.devices", 0, "devices lent in the cluster, where they are and who borrows them"},
+	{"lend", "device.lend", 1, "lend PCI: bind it to vfio-pci and offer it to the cluster"},
+	{"unlend", "device.unlend", 1, "give PCI back to this host (refused while borrowed unless --force)"},
+	{"borrows", "lease.list", 0, "this host's devices that are borrowed, by whom, for how long"},
+	{"status", "cluster.status", 0, "this agent: host, protocol, uptime, lease time, peers"},
+};
+
+std::string hex4(std::uint64_t value)
+{
+	char text[8];
+	std::snprintf(text, sizeof(text), "%04llx", static_cast<unsigned long long>(value));
+	return text;
+}
+
+std::string size_text(std::uint64_t bytes)
+{
+	static constexpr const char *units[] = {"", "K", "M", "G", "T"};
+	int unit = 0;
+	while (bytes >= 1024 && bytes % 1024 == 0 && unit < 4) {
+		bytes /= 1024;
+		unit++;
+	}
+	return std::to_string(bytes) + units[unit];
+}
+
+std::string bars_text(const json &bar_sizes)
+{
+	std::string text;
+	for (std::size_t bar = 0; bar < bar_sizes.size(); bar++) {
+		if (bar_sizes[bar] == 0)
+			continue;
+		text += (text.empty() ? "" : ",") + std::to_string(bar) + ":" + size_text(bar_sizes[bar]);
+	}
+	return text.empty() ? "-" : text;
+}
+
+// Columns padded to their widest cell, two spaces apart.
+void print_table(std::ostream &out, const std::vector<std::vector<std::string>> &rows)
+{
+	std::vector<std::size_t> widths;
+	for (const auto &row : rows)
+		for (std::size_t column = 0; column < row.size(); column++) {
+			widths.resize(std::max(widths.size(), row.size()));
+			widths[column] = std::max(widths[column], row[column].size());
+		}
+	for (const auto &row : rows) {
+		std::string line;
+		for (std::size_t column = 0; column < row.size(); column++)
+			line += column + 1 < row.size() ? row[column] + std::string(widths[column] - row[column].size() + 2, ' ')
+							: row[column];
+		out << line << "\n";
+	}
+}
+
+void print_text(std::ostream &out, std::string_view command, const json &result)
+{
+	if (command == "list") {
+		std::vector<std::vector<std::string>> rows = {{"HOST", "PCI", "ID", "BARS", "BORROWER"}};
+		for (const json &device : result.at("devices"))
+			rows.push_back({device.at("host"), device.at("pci"),
+					hex4(device.at("vendor")) + ":" + hex4(device.at("device")),
+					bars_text(device.at("bar_sizes")),
+					device.at("borrower").is_null() ? "-" : device.at("borrower").get<std::string>()});
+		if (rows.size() == 1)
+			out << "no devices lent in the cluster\n";
+		else
+			print_table(out, rows);
+		for (const json &peer : result.at("unreachable"))
+			out << "unreachable: " << peer.at("host").get<std::string>() << " ("
+			    << peer.at("error").get<std::string>() << ")\n";
+	} else if (command == "lend") {
+		out << "lent " << result.at("pci").get<std::string>() << " (" << hex4(result.at("vendor")) << ":"
+		    << hex4(result.at("device")) << ") from " << result.at("host").get<std::string>() << "\n";
+	} else if (command == "borrows") {
+		std::vector<std::vector<std::string>> rows = {{"PCI", "BORROWER", "EXPIRES IN"}};
+		for (const json &lease : result.at("leases")) {
+			std::ostringstream expires;
+			expires << std::fixed << std::setprecision(1) << lease.at("expires_in_ms").get<double>() / 1000 << " s";
+			rows.push_back({lease.at("pci"), lease.at("borrower"), expires.str()});
+		}
+		if (rows.size() == 1)
+			out << "no borrows\n";
+		else
+			print_table(out, rows);
+	} else if (command == "status") {
+		std::string peers;
+		for (const json &peer : result.at("peers"))
+			peers += (peers.empty() ? "" : ", ") + peer.at("host").get<std::string>() + " (" +
+				 peer.at("address").get<std::string>() + ")";
+		out << "host:     " << result.at("host").get<std::string>() << "\n"
+		    << "protocol: " << result.at("protocol") << "\n"
+		    << "uptime:   " << result.at("uptime_s") << " s\n"
+		    << "lease:    " << result.at("lease_ms") << " ms\n"
+		    << "lent:     " << result.at("devices_lent") << " device(s), " << result.at("devices_borrowed")
+		    << " borrowed\n"
+		    << "peers:    " << (peers.empty() ? "none" : peers) << "\n";
+	}
+}
+
+int exit_code_for(const AgentError &error)
+{
+	switch (error.code()) {
+	case ErrorCode::peer_unreachable:
+	case ErrorCode::timed_out: return error.error_number() == EACCES ? exit_denied : exit_unreachable;
+	case ErrorCode::device_busy: return exit_busy;
+	case ErrorCode::no_such_device:
+	case ErrorCode::no_such_lease: return exit_not_found;
+	case ErrorCode::permission_denied: return exit_denied;
+	case ErrorCode::already_lent: return exit_already;
+	default: return exit_failed;
+	}
+}
+
+} // namespace
+
+std::string farpassctl_usage()
+{
+	std::ostringstream usage;
+	usage << "usage: farpassctl [--json] [--socket PATH] COMMAND [--force] [PCI]\n\ncommands:\n";
+	for (const Command &command : commands)
+		usage << "  " << std::left << std::setw(8) << command.name << (command.operands ? " PCI  " : "      ")
+		      << command.summary << "\n";
+	usage << "\noptions:\n"
+		 "  --json         print the agent's result as JSON (errors too, on stdout)\n"
+		 "  --socket PATH  the agent's socket (default "
+	      << default_socket
+	      << ")\n"
+		 "  --force        unlend even while borrowed: the lease ends, the device is reset\n"
+		 "  --help         this text\n"
+		 "\nexit codes: 0 ok, 1 failed, 2 usage, 3 agent unreachable, 4 busy, 5 not found,\n"
+		 "            6 permission denied, 7 already lent\n";
+	return usage.str();
+}
+
+int run_farpassctl(const std::vector<std::string> &args, const AgentCaller &call, std::ostream &out, std::ostream &err)
+{
+	bool as_json = false, force = false;
+	std::string socket_path = default_socket;
+	std::vector<std::string> operands;
+	for (std::size_t i = 0; i < args.size(); i++) {
+		if (args[i] == "--help" || args[i] == "-h") {
+			out << farpassctl_usage();
+			return exit_ok;
+		} else if (args[i] == "--json") {
+			as_json = true;
+		} else if (args[i] == "--force") {
+			force = true;
+		} else if (args[i] == "--socket" && i + 1 < args.size()) {
+			socket_path = args[++i];
+		} else if (args[i].rfind("-", 0) == 0) {
+			err << "farpassctl: unknown option " << args[i] << "\n" << farpassctl_usage();
+			return exit_usage;
+		} else {
+			operands.push_back(args[i]);
+		}
+	}
+	const Command *command = nullptr;
+	for (const Command &candidate : commands)
+		if (!operands.empty() && candidate.name == operands[0])
+			command = &candidate;
+	if (!command || operands.size() != command->operands + 1 || (force && command->name != "unlend")) {
+		err << farpassctl_usage();
+		return exit_usage;
+	}
+	json params = json::object();
+	if (command->operands) {
+		try {
+			params["pci"] = canonical_pci_address(operands[1]);
+		} catch (const AgentError &e) {
+			err << "farpassctl: " << e.what() << "\n";
+			return exit_usage;
+		}
+	}
+	if (force)
+		params["force"] = true;
+	try {
+		const json result = call(socket_path, command->method, params);
+		if (as_json)
+			out << result.dump(2) << "\n";
+		else if (command->name == "unlend")
+			out << "unlent " << params["pci"].get<std::string>() << "\n";
+		else
+			print_text(out, command->name, result);
+		return exit_ok;
+	} catch (const AgentError &e) {
+		if (as_json)
+			out << json{{"error", {{"code", static_cast<int>(e.code())}, {"errno", e.error_number()}, {"message", e.what()}}}}
+					.dump(2)
+			    << "\n";
+		else
+			err << "farpassctl: " << e.what() << "\n";
+		return exit_code_for(e);
+	}
+}
+
+} // namespace farpass::agent

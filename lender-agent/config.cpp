@@ -1,0 +1,77 @@
+#include "config.hpp"
+
+#include "errors.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace farpass::agent {
+
+using nlohmann::json;
+
+namespace {
+
+std::string machine_host_name()
+{
+	char name[256] = {};
+	if (::gethostname(name, sizeof(name) - 1) != 0)
+		throw_system_error("gethostname");
+	return name;
+}
+
+template <typename T> T field(const json &config, const char *key, T fallback)
+{
+	const auto value = config.find(key);
+	if (value == config.end())
+		return fallback;
+	try {
+		return value->get<T>();
+	} catch (const json::exception &) {
+		throw AgentError(ErrorCode::invalid_params, std::string("config: \"") + key + "\" has the wrong type");
+	}
+}
+
+} // namespace
+
+AgentConfig parse_config(std::string_view text)
+{
+	const json config = json::parse(text, nullptr, false, true);
+	if (config.is_discarded() || !config.is_object())
+		throw AgentError(ErrorCode::invalid_params, "config: not a JSON object");
+	for (const auto &[key, value] : config.items())
+		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&
+		    key != "cluster_key" && key != "lease_ms" && key != "peers")
+			throw AgentError(ErrorCode::invalid_params, "config: unknown key \"" + key + "\"");
+	AgentConfig result;
+	result.host = field<std::string>(config, "host", "");
+	if (result.host.empty())
+		result.host = machine_host_name();
+	result.listen = field(config, "listen", result.listen);
+	result.socket = field(config, "socket", result.socket);
+	result.state_dir = field<std::string>(config, "state_dir", result.state_dir);
+	result.cluster_key = field<std::string>(config, "cluster_key", result.cluster_key);
+	result.lease_ms = field(config, "lease_ms", result.lease_ms);
+	if (result.lease_ms < 1000)
+		throw AgentError(ErrorCode::invalid_params, "config: \"lease_ms\" must be at least 1000");
+	for (const json &peer : field(config, "peers", json::array())) {
+		const std::string host = field<std::string>(peer, "host", ""), address = field<std::string>(peer, "address", "");
+		if (host.empty() || address.empty())
+			throw AgentError(ErrorCode::invalid_params, "config: each peer needs \"host\" and \"address\"");
+		result.peers.push_back({host, address});
+	}
+	return result;
+}
+
+AgentConfig load_config(const std::filesystem::path &path)
+{
+	std::ifstream in(path);
+	if (!in)
+		throw AgentError(ErrorCode::system_error, ENOENT, "cannot read config " + path.string());
+	std::ostringstream text;
+	text << in.rdbuf();
+	return parse_config(text.str());
+}
+
+} // namespace farpass::agent

@@ -1,0 +1,28 @@
+// The agent's configuration file (JSON with comments; docs/agent-protocol.md, "Configuration").
+#pragma once
+
+#include "methods.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace farpass::agent {
+
+struct AgentConfig {
+	std::string host;				// default: the machine's host name
+	std::string listen = "0.0.0.0:7450";		// TCP for peer agents
+	std::string socket = "/run/farpass/agent.sock"; // Unix socket for farpassctl
+	std::filesystem::path state_dir = "/var/lib/farpass";
+	std::filesystem::path cluster_key = "/etc/farpass/cluster.key";
+	std::int64_t lease_ms = 10'000;
+	std::vector<PeerAddress> peers;
+};
+
+// Throws AgentError(invalid_params) naming the offending key; unknown keys are errors, not ignored.
+AgentConfig parse_config(std::string_view text);
+AgentConfig load_config(const std::filesystem::path &path);
+
+} // namespace farpass::agent

@@ -1,0 +1,118 @@
+#include "vfio_linux.hpp"
+
+#include "errors.hpp"
+
+#include <fcntl.h>
+#include <linux/vfio.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+namespace farpass::agent {
+
+namespace {
+
+class Fd {
+public:
+	explicit Fd(int fd) : fd_(fd) {}
+	~Fd()
+	{
+		if (fd_ >= 0)
+			::close(fd_);
+	}
+	Fd(const Fd &) = delete;
+	Fd &operator=(const Fd &) = delete;
+	int get() const { return fd_; }
+
+private:
+	int fd_;
+};
+
+int checked(int rc, const std::string &what)
+{
+	if (rc < 0)
+		throw_system_error(what);
+	return rc;
+}
+
+class LinuxVfioDevice final : public VfioDevice {
+public:
+	LinuxVfioDevice(const std::string &pci_address, int iommu_group)
+		: address_(pci_address), container_(checked(::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC), "opening /dev/vfio/vfio")),
+		  group_(checked(::open(("/dev/vfio/" + std::to_string(iommu_group)).c_str(), O_RDWR | O_CLOEXEC),
+				 "opening VFIO group " + std::to_string(iommu_group))),
+		  device_(open_device())
+	{
+		vfio_region_info config{};
+		config.argsz = sizeof(config);
+		config.index = VFIO_PCI_CONFIG_REGION_INDEX;
+		checked(::ioctl(device_.get(), VFIO_DEVICE_GET_REGION_INFO, &config), address_ + ": config region info");
+		config_offset_ = static_cast<off_t>(config.offset);
+	}
+
+	std::uint32_t read_config(std::uint32_t offset, unsigned width) override
+	{
+		std::uint32_t value = 0; // config space is little-endian, as is every host VFIO runs on here
+		if (::pread(device_.get(), &value, width, config_offset_ + offset) != static_cast<ssize_t>(width))
+			throw_system_error(address_ + ": config read at " + std::to_string(offset));
+		return value;
+	}
+
+	void write_config(std::uint32_t offset, unsigned width, std::uint32_t value) override
+	{
+		if (::pwrite(device_.get(), &value, width, config_offset_ + offset) != static_cast<ssize_t>(width))
+			throw_system_error(address_ + ": config write at " + std::to_string(offset));
+	}
+
+	void reset() override { checked(::ioctl(device_.get(), VFIO_DEVICE_RESET), address_ + ": reset"); }
+
+	void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) override
+	{
+		vfio_iommu_type1_dma_map map{};
+		map.argsz = sizeof(map);
+		map.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+		map.vaddr = vaddr;
+		map.iova = iova;
+		map.size = size;
+		checked(::ioctl(container_.get(), VFIO_IOMMU_MAP_DMA, &map), address_ + ": VFIO_IOMMU_MAP_DMA");
+	}
+
+	void unmap_dma(std::uint64_t iova, std::uint64_t size) override
+	{
+		vfio_iommu_type1_dma_unmap unmap{};
+		unmap.argsz = sizeof(unmap);
+		unmap.iova = iova;
+		unmap.size = size;
+		checked(::ioctl(container_.get(), VFIO_IOMMU_UNMAP_DMA, &unmap), address_ + ": VFIO_IOMMU_UNMAP_DMA");
+	}
+
+private:
+	// The group joins a container of its own, so the device's IOMMU domain holds only our mappings.
+	int open_device()
+	{
+		vfio_group_status status{};
+		status.argsz = sizeof(status);
+		checked(::ioctl(group_.get(), VFIO_GROUP_GET_STATUS, &status), address_ + ": group status");
+		if (!(status.flags & VFIO_GROUP_FLAGS_VIABLE))
+			throw AgentError(ErrorCode::system_error, EBUSY,
+					 address_ + ": IOMMU group has devices not bound to vfio-pci");
+		const int container = container_.get();
+		checked(::ioctl(group_.get(), VFIO_GROUP_SET_CONTAINER, &container), address_ + ": set container");
+		checked(::ioctl(container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU), address_ + ": set type1v2 IOMMU");
+		return checked(::ioctl(group_.get(), VFIO_GROUP_GET_DEVICE_FD, address_.c_str()), address_ + ": device fd");
+	}
+
+	std::string address_;
+	Fd container_;
+	Fd group_;
+	Fd device_;
+	off_t config_offset_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<VfioDevice> LinuxVfio::open(const std::string &pci_address, int iommu_group)
+{
+	return std::make_unique<LinuxVfioDevice>(pci_address, iommu_group);
+}
+
+} // namespace farpass::agent

@@ -1,0 +1,141 @@
+// farpassctl (lender-agent/cli.cpp) against a real agent core on fakes, through the protocol: its text
+// and --json output for every command, compared with golden files under tests/golden/farpassctl/
+// (FARPASS_UPDATE_GOLDEN=1 rewrites them), and its exit codes.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "agent_fakes.hpp"
+#include "cli.hpp"
+#include "client.hpp"
+
+#include <cstdlib>
+
+using namespace farpass::agent;
+using namespace farpass::agent::testing;
+using nlohmann::json;
+
+namespace {
+
+const ClusterKey key(test_key_secret);
+const fs::path golden_dir = fs::path(FARPASS_SOURCE_ROOT) / "tests/golden/farpassctl";
+
+// Host lender-a (the CLI's agent) lends an NVMe and a NIC, the NIC borrowed by borrower-b; peer lender-b
+// lends its own NVMe, reached over an authenticated peer session; peer lender-c is down.
+struct Cluster {
+	Cluster() : lender_b(10'000, "lender-b")
+	{
+		lender_a.clock.now += 120'000;
+		lender_a.lender->lend(nvme_address);
+		lender_a.lender->lend(nic_address);
+		lender_a.lender->acquire(nic_address, "borrower-b");
+		lender_b.lender->lend(nvme_address);
+		lender_a.clock.now += 2'500;
+		lender_a.context->peers = {{"lender-b", "10.0.0.2:7450"}, {"lender-c", "10.0.0.3:7450"}};
+		lender_a.context->call_peer = [this](const PeerAddress &peer, std::string_view method, const json &params) {
+			if (peer.host != "lender-b")
+				throw AgentError(ErrorCode::peer_unreachable, ECONNREFUSED,
+						 "connecting to " + peer.address + ": Connection refused");
+			Session session(*lender_b.dispatcher, {Principal::peer, "lender-b", peer.address, &key},
+					[](LogLevel, const std::string &) {});
+			LoopbackTransport pipe(session);
+			RpcClient client(pipe, "lender-a", &key);
+			client.hello();
+			return client.call(method, params);
+		};
+	}
+
+	// Runs farpassctl; returns what a terminal would show, stdout then stderr and the exit code.
+	std::string run(std::vector<std::string> args)
+	{
+		const AgentCaller call = [this](const std::string &socket_path, std::string_view method, const json &params) {
+			CHECK(socket_path == default_socket);
+			Session session(*lender_a.dispatcher, {Principal::local_admin, "lender-a", "cli", nullptr},
+					[](LogLevel, const std::string &) {});
+			LoopbackTransport pipe(session);
+			RpcClient client(pipe, "farpassctl", nullptr);
+			client.hello();
+			return client.call(method, params);
+		};
+		std::ostringstream out, err;
+		exit_code = run_farpassctl(args, call, out, err);
+		return out.str() + (err.str().empty() ? "" : "--- stderr\n" + err.str()) + "--- exit " +
+		       std::to_string(exit_code) + "\n";
+	}
+
+	AgentFixture lender_a;
+	AgentFixture lender_b;
+	int exit_code = -1;
+};
+
+void check_golden(const std::string &name, const std::string &actual)
+{
+	const fs::path file = golden_dir / name;
+	if (std::getenv("FARPASS_UPDATE_GOLDEN")) {
+		write_file(file, actual);
+		return;
+	}
+	REQUIRE_MESSAGE(fs::exists(file), "missing golden file " << file << " (FARPASS_UPDATE_GOLDEN=1 writes it)");
+	CHECK(read_file(file) == actual);
+}
+
+} // namespace
+
+TEST_CASE("golden output of every command, as text and as --json")
+{
+	const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+		{"list", {"list"}},
+		{"borrows", {"borrows"}},
+		{"status", {"status"}},
+		{"lend", {"lend", "03:00.0"}},
+		{"lend-already", {"lend", "02:00.0"}},
+		{"unlend", {"unlend", "01:00.0"}},
+		{"unlend-busy", {"unlend", "02:00.0"}},
+		{"unlend-force", {"unlend", "--force", "02:00.0"}},
+		{"unlend-not-lent", {"unlend", "0000:04:00.0"}},
+	};
+	for (const auto &[name, args] : cases) {
+		CAPTURE(name);
+		for (const bool as_json : {false, true}) {
+			Cluster cluster;
+			cluster.lender_a.tree.add_device("0000:03:00.0", 0x10de, 0x1eb8, {0x1000000, 0, 0x10000000, 0, 0x2000000, 0},
+							 9, "");
+			std::vector<std::string> command = args;
+			if (as_json)
+				command.insert(command.begin(), "--json");
+			check_golden(name + (as_json ? ".json" : ".txt"), cluster.run(command));
+		}
+	}
+}
+
+TEST_CASE("exit codes: usage 2, busy 4, not found 5, already lent 7, unreachable 3")
+{
+	Cluster cluster;
+	cluster.run({"unlend", nic_address});
+	CHECK(cluster.exit_code == exit_busy);
+	cluster.run({"unlend", "0000:04:00.0"});
+	CHECK(cluster.exit_code == exit_not_found);
+	cluster.run({"lend", nic_address});
+	CHECK(cluster.exit_code == exit_already);
+	for (const std::vector<std::string> &bad :
+	     std::vector<std::vector<std::string>>{{}, {"frobnicate"}, {"lend"}, {"lend", "nvme0"}, {"list", "extra"}, {"list", "--force"}, {"--bogus", "list"}}) {
+		CAPTURE(bad.size());
+		cluster.run(bad);
+		CHECK(cluster.exit_code == exit_usage);
+	}
+	std::ostringstream out, err;
+	const AgentCaller down = [](const std::string &, std::string_view, const json &) -> json {
+		throw AgentError(ErrorCode::peer_unreachable, ENOENT, "connecting to /run/farpass/agent.sock: No such file or directory");
+	};
+	CHECK(run_farpassctl({"status"}, down, out, err) == exit_unreachable);
+	CHECK(err.str() == "farpassctl: connecting to /run/farpass/agent.sock: No such file or directory\n");
+}
+
+TEST_CASE("--help prints the usage, which docs/agent-protocol.md quotes verbatim")
+{
+	Cluster cluster;
+	check_golden("help.txt", cluster.run({"--help"}));
+	CHECK(cluster.exit_code == exit_ok);
+	const std::string docs = read_file(fs::path(FARPASS_SOURCE_ROOT) / "docs/agent-protocol.md");
+	CHECK_MESSAGE(docs.find(farpassctl_usage()) != std::string::npos,
+		      "docs/agent-protocol.md must contain farpassctl --help verbatim");
+}
