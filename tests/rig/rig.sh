@@ -25,6 +25,8 @@
 
 RIG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$RIG_LIB/../../vm-images/env.sh"
+# The management LAN hub, built by meson (make build).
+RIG_LAN_HUB=$FARPASS_TOP/build/tests/rig/lan-hub
 
 RIG_NTB_DEVICE=${RIG_NTB_DEVICE:-ntb-epf}
 RIG_BOOT_TIMEOUT=${RIG_BOOT_TIMEOUT:-240}
@@ -82,6 +84,7 @@ _rig_check_setup() {
 			return 1
 		fi
 	done
+	[ -x "$RIG_LAN_HUB" ] || rig_die "LAN hub not built (missing $RIG_LAN_HUB): run make build"
 }
 
 # PIDs of processes of this rig: any process whose command line names $RIGDIR/ (QEMUs and the LAN hub).
@@ -91,7 +94,7 @@ _rig_find_pids() {
 	for p in /proc/[0-9]*; do
 		cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
 		case $cmd in
-		*qemu-system*"$RIGDIR/"* | *lan-hub.py*"--tag $RIGDIR "*) echo "${p#/proc/}" ;;
+		*qemu-system*"$RIGDIR/"* | */lan-hub" --tag $RIGDIR "*) echo "${p#/proc/}" ;;
 		esac
 	done
 }
@@ -142,7 +145,7 @@ _rig_start_hub() {
 	for i in 1 2 3; do
 		ports+=($((RIG_HUB_PORT + i)))
 	done
-	/usr/bin/python3 "$RIG_LIB/lan-hub.py" --tag "$RIGDIR" "$RIG_HUB_PORT" "${ports[@]}" \
+	"$RIG_LAN_HUB" --tag "$RIGDIR" "$RIG_HUB_PORT" "${ports[@]}" \
 		</dev/null >>"$RIGDIR/lan-hub.log" 2>&1 &
 	RIG_HUB_PID=$!
 	disown "$RIG_HUB_PID"
