@@ -1,9 +1,10 @@
 #!/bin/bash
-# Smoke test of the rig itself: boots a lender and one borrower, and checks in each L1 the kernel, the
-# out-of-tree NTB modules, the management LAN, and that intel-iommu is in DMA-translation mode. With the
-# patched QEMU it also checks that the emulated NTB shows up on both sides and that ntb_hw_epf binds.
+# Test of the rig launcher itself (rig.sh): boots a lender and one borrower, and checks in each L1 the
+# kernel, the out-of-tree NTB modules, the management LAN, and that intel-iommu is in DMA-translation
+# mode. With the patched QEMU it also checks that the emulated NTB shows up on both sides and that
+# ntb_hw_epf binds. Then rig_run's exit codes and timeout, and rig_kill/rig_boot.
 #
-#   tests/rig/smoke.sh               (RIG_NO_NTB=1: no NTB devices, Debian's QEMU if ours is not built)
+#   tests/rig/test_rig_launcher.sh   (RIG_NO_NTB=1: no NTB devices, Debian's QEMU if ours is not built)
 set -euo pipefail
 . "$(dirname "$0")/rig.sh"
 
@@ -76,5 +77,5 @@ check "rig_boot: borrower1 boots again" rig_boot borrower1
 check "rig_boot: borrower1 answers" out borrower1 'cut -d" " -f1 /proc/uptime'
 
 rig_down
-echo "smoke: $PASS passed, $FAIL failed"
+echo "rig launcher: $PASS passed, $FAIL failed"
 ((FAIL == 0))
