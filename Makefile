@@ -4,16 +4,13 @@ SHELL := /bin/bash
 export FARPASS_CACHE ?= /var/cache/farpass
 BUILD := build
 
-.PHONY: all setup setup-all build demo check check-unit check-rig check-kernel bench clean
+.PHONY: all setup build demo check check-unit check-rig check-kernel bench clean
 
 all: build
 
-# Debian packages, sources, patched QEMU, NTB modules, L1 images (idempotent, cached by version).
+# Debian packages, sources, patched QEMU, NTB modules, L1 initramfs, L2 guest kernel, L1 libvirt root
+# (idempotent, cached by version: only the first run builds; ~20 min on a fresh 2-core machine).
 setup:
-	bash vm-images/setup.sh rig
-
-# Also the L2 guest kernel and the L1 libvirt root.
-setup-all:
 	bash vm-images/setup.sh all
 
 build: setup
