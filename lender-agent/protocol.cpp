@@ -74,11 +74,12 @@ void check_params(const ParamSchema &schema, const json &params)
 									    "\" must be " + type_name(field.type));
 		}
 	}
-	for (const auto &[key, value] : params.items()) {
+	for (const auto &item : params.items()) {
+		const std::string &name = item.key();
 		const bool known = std::any_of(schema.begin(), schema.end(),
-					       [&key](const ParamField &field) { return field.name == key; });
+					       [&name](const ParamField &field) { return field.name == name; });
 		if (!known)
-			throw AgentError(ErrorCode::invalid_params, "unknown parameter \"" + key + "\"");
+			throw AgentError(ErrorCode::invalid_params, "unknown parameter \"" + name + "\"");
 	}
 }
 

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Fuzzes the agent's message decoder and dispatcher (tests/fuzz/fuzz_agent_dispatch.cpp) with libFuzzer
+# under ASan and UBSan for a bounded time (FARPASS_FUZZ_SECONDS, default 30), starting from the committed
+# seed corpus. Fails on any crash, sanitizer report, leak or timeout. Built with clang in its own
+# directory, build-fuzz/, and rebuilt only when a source changes.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=$top/build-fuzz
+seconds=${FARPASS_FUZZ_SECONDS:-30}
+
+command -v clang++ >/dev/null || { echo "clang++ missing: run vm-images/setup.sh apt" >&2; exit 1; }
+mkdir -p "$out"
+
+# The agent's core: everything but the two mains and the hardware VFIO implementation.
+sources=()
+for f in "$top"/lender-agent/*.cpp; do
+	case ${f##*/} in agent_main.cpp | farpassctl.cpp | vfio_linux.cpp) ;; *) sources+=("$f") ;; esac
+done
+inputs=("${sources[@]}" "$top"/lender-agent/*.hpp "$top"/tests/unit/agent_fakes.hpp "$top"/tests/fuzz/fuzz_agent_dispatch.cpp)
+stamp=$(cat "${inputs[@]}" | sha256sum | cut -c1-16)
+fuzzer=$out/fuzz_agent_dispatch
+if [ "$(cat "$fuzzer.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$fuzzer" ]; then
+	echo "building $fuzzer"
+	nice clang++ -std=c++20 -g -O1 -fno-omit-frame-pointer \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-I"$top/lender-agent" -I"$top/tests/unit" \
+		"$top/tests/fuzz/fuzz_agent_dispatch.cpp" "${sources[@]}" -lcrypto -o "$fuzzer"
+	echo "$stamp" >"$fuzzer.stamp"
+fi
+
+# New inputs go to a scratch corpus; the committed seeds are only read.
+work=$(mktemp -d "$out/run.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/corpus" "$work/tmp"
+echo "fuzzing for ${seconds} s"
+TMPDIR=$work/tmp nice "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+	-artifact_prefix="$out/" -print_final_stats=1 "$work/corpus" "$top/tests/fuzz/corpus" 2>"$work/log" ||
+	{ tail -n 60 "$work/log" >&2; echo "fuzzer found a failure; reproducer in $out/" >&2; exit 1; }
+grep -E '^stat::number_of_executed_units|^Done' "$work/log" || true
