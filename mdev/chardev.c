@@ -38,7 +38,9 @@ static long fp_copy_in(void *karg, size_t ksize, size_t minsz, void __user *uarg
 	if (argsz < minsz)
 		return -EINVAL;
 	ret = copy_struct_from_user(karg, ksize, uarg, argsz);
-	return ret ? ret : argsz;
+	if (ret)
+		return ret;	/* not "ret ? ret : argsz": that would convert -errno to u32 */
+	return argsz;
 }
 
 static long fp_copy_out(void __user *uarg, const void *karg, size_t ksize, u32 argsz)

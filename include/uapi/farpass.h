@@ -50,7 +50,7 @@ enum farpass_cmd {
  * FARPASS_IOCTL_VERSION: the agent states the API version it speaks. The kernel accepts exactly
  * FARPASS_API_VERSION; on any other value it fails with -EPROTONOSUPPORT and still writes its own
  * version into `version` (so the agent can report both). Repeating VERSION with the accepted version
- * is a no-op; with another version after success it fails with -EBUSY.
+ * is a no-op; a failed VERSION after a successful one leaves the negotiated version in effect.
  */
 struct farpass_version {
 	__u32 argsz;

@@ -4,7 +4,8 @@
 //
 //   farpass-client version [--api N] [--argsz N]
 //   farpass-client announce --id N --lender NAME --ntb PCI [--addr PCI] [--vendor X] [--device X]
-//                  [--class X] [--bar0 SIZE] [--argsz N] [--flags N] [--no-version]
+//                  [--class X] [--bar0 SIZE] [--argsz N] [--flags N] [--tail N [--tail-byte X]]
+//                  [--no-version]
 //   farpass-client withdraw --id N [--no-version]
 //   farpass-client open                                   (just open /dev/farpass)
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
@@ -163,7 +164,16 @@ int run(const Args &a)
 		copy_name(an.ntb, a.str("ntb", "0000:00:0a.0"));
 		an.bars[0].size = a.num("bar0", 0x4000);
 		an.bars[0].flags = FARPASS_BAR_MEM64;
-		int err = ioctl(fd, FARPASS_IOCTL_ANNOUNCE_DEVICE, &an) ? errno : 0;
+		// --tail N: pass a struct N bytes larger than this uapi's (a newer agent), whose last byte is
+		// --tail-byte (default 0): the kernel accepts zeros it does not know, and nothing else.
+		std::vector<unsigned char> buf(sizeof(an) + a.num("tail", 0));
+		if (buf.size() > sizeof(an)) {
+			an.argsz = static_cast<uint32_t>(buf.size());
+			buf.back() = static_cast<unsigned char>(a.num("tail-byte", 0));
+		}
+		std::memcpy(buf.data(), &an, sizeof(an));
+		int err = ioctl(fd, FARPASS_IOCTL_ANNOUNCE_DEVICE, buf.data()) ? errno : 0;
+		std::memcpy(&an, buf.data(), sizeof(an));
 		return finish(a, err, err ? "" : "flags=" + std::to_string(an.flags));
 	}
 	if (a.action == "withdraw") {

@@ -60,6 +60,9 @@ expect "argsz too small: EINVAL" c announce --id 8 --ntb "$NTB" --argsz 16 --exp
 expect "unknown flags: EINVAL" c announce --id 8 --ntb "$NTB" --flags 0x80 --expect EINVAL
 expect "lender name with '-': EINVAL" c announce --id 8 --ntb "$NTB" --lender bad-name --expect EINVAL
 expect "BAR size not a power of two: EINVAL" c announce --id 8 --ntb "$NTB" --bar0 12288 --expect EINVAL
+expect "NTB name not NUL-terminated in its 32 bytes: EINVAL" c announce --id 8 --ntb "$(printf '0%.0s' {1..32})" --expect EINVAL
+expect "a newer agent's larger struct with non-zero unknown bytes: E2BIG" \
+	c announce --id 8 --ntb "$NTB" --tail 16 --tail-byte 1 --expect E2BIG
 expect "unknown id: WITHDRAW fails with ENOENT" c withdraw --id 99 --expect ENOENT
 expect_eq "still one type" "$(fp_types $B)" "$T"
 
@@ -81,6 +84,17 @@ expect_eq "... the new type is not there yet" "$(fp_types $B)" "$T"
 expect "remove the instance" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U/remove && ! test -e /sys/bus/mdev/devices/$U"
 expect "... then the deferred type appears" ntb_wait $B 10 "ls $PARENT/mdev_supported_types | grep -q farpass-lender-9"
 expect_eq "two types" "$(fp_types $B | tr '\n' ' ')" "ntb_hw_epf-farpass-lender-7 ntb_hw_epf-farpass-lender-9 "
+echo "# withdrawing a device while another device of the link has an instance is deferred"
+U9=8f7c3ab0-5c6e-4e41-9d3e-000000000009
+expect "create an instance of 9" rig_run $B -- "echo $U9 > $PARENT/mdev_supported_types/ntb_hw_epf-farpass-lender-9/create"
+expect_eq "WITHDRAW 7: deferred (flags=1)" "$(c withdraw --id 7)" "ok flags=1"
+expect_eq "... type 7 stays, with no available instance" "$(rig_run $B -- "cat $PARENT/mdev_supported_types/$T/available_instances")" 0
+expect "... and refuses instances" rig_run $B -- "! echo $U > $PARENT/mdev_supported_types/$T/create"
+expect "... id 7 is not reusable until then: EEXIST" c announce --id 7 --ntb "$NTB" --expect EEXIST
+expect "remove the instance of 9" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U9/remove"
+expect "... then type 7 goes away" ntb_wait $B 10 "! test -e $PARENT/mdev_supported_types/$T"
+expect_eq "one type" "$(fp_types $B)" "ntb_hw_epf-farpass-lender-9"
+expect "a larger struct whose unknown bytes are zero is accepted" c announce --id 7 --ntb "$NTB" --tail 16
 expect "WITHDRAW 7" c withdraw --id 7
 expect "WITHDRAW 9" c withdraw --id 9
 expect_eq "no type left" "$(fp_types $B)" ""
