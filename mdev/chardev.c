@@ -26,8 +26,10 @@ struct fp_file {
 	u32 version;		/* 0 until VERSION succeeded */
 };
 
-/* Copy an argsz-headed struct in: -EINVAL if argsz < @minsz, -E2BIG if the caller's larger struct has
- * non-zero bytes this kernel does not know. Returns argsz (for the copy out) or -errno. */
+/*
+ * Copy an argsz-headed struct in: -EINVAL if argsz < @minsz, -E2BIG if the caller's larger struct has
+ * non-zero bytes this kernel does not know. Returns argsz (for the copy out) or -errno.
+ */
 static long fp_copy_in(void *karg, size_t ksize, size_t minsz, void __user *uarg)
 {
 	u32 argsz;

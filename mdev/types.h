@@ -12,8 +12,10 @@ int fp_mdev_init(void);
 void fp_mdev_exit(void);
 
 void fp_link_types_init(struct fp_link *link);
-/* Re-register @link's mdev parent with its current devices; -EBUSY (and pending) while instances
- * exist. Caller holds fp_lock. */
+/*
+ * Re-register @link's mdev parent with its current devices; -EBUSY (and pending) while instances
+ * exist. Caller holds fp_lock.
+ */
 int fp_link_sync_types(struct fp_link *link);
 /* Unregister the parent (removing instances) and free the link's devices. Caller holds fp_lock. */
 void fp_link_types_teardown(struct fp_link *link);
