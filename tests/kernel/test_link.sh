@@ -2,7 +2,8 @@
 # (d) The NTB client on both ends of link 1: link up and the control handshake (HELLO/HELLO_ACK over
 # scratchpads and a doorbell) complete on both sides; killing the borrower's QEMU takes the lender's
 # link down without hanging anything (the lender's farpass unloads at once); when the borrower boots
-# again, the link and the handshake come back.
+# again, the link and the handshake come back; killing the lender then leaves the borrower's mdev
+# instance intact and the borrower's farpass unloads at once.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -39,5 +40,17 @@ rig_boot $B
 fp_load lender
 fp_load $B
 both_up
-expect "no warning or oops on either side" rig_run lender -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
-expect "... borrower" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
+expect "no warning or oops on the lender" rig_run lender -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
+
+# The lender dies while the borrower has an mdev of one of its devices.
+NTB=$(ntb_pci $B)
+U=8f7c3ab0-5c6e-4e41-9d3e-0000000000d1
+fp_client $B announce --id 1 --ntb "$NTB"
+rig_run $B -- "echo $U > /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-1/create"
+rig_kill lender
+expect "borrower: link down after the lender's QEMU was killed" \
+	ntb_wait $B 20 "grep -qx 'link down' $(linkf $B) && grep -qx 'handshake down' $(linkf $B)"
+expect "borrower: the instance is still there and opens (nothing borrowed yet)" fp_client $B vfio-info $U
+expect "borrower: farpass unloads at once, taking the instance with it" \
+	rig_run $B --timeout 20 -- "rmmod farpass && ! test -e /sys/bus/mdev/devices/$U"
+expect "no warning or oops on the borrower" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
