@@ -69,3 +69,35 @@ ntb_tool_up() {
 		expect "$vm: link up" ntb_wait "$vm" 30 "$(ntb_tool_dir "$vm"); grep -q Y \$P/link"
 	done
 }
+
+# ntb_perf_ready VM MODULE-PARAMS...: ntb_perf loaded on both ends of link 1 with the same parameters,
+# and their buffers exchanged. Prints the debugfs directory of VM's ntb_perf.
+ntb_perf_ready() {
+	local vm=$1 end dir
+	shift
+	for end in "$vm" "${NTB_PEER[$vm]}"; do
+		ntb_load "$end" ntb_perf "$@" >/dev/null
+	done
+	for end in "$vm" "${NTB_PEER[$vm]}"; do
+		dir=/sys/kernel/debug/ntb_perf/$(ntb_pci "$end")
+		ntb_wait "$end" 60 "grep -q 'Link status: up' $dir/info && grep -q 'In buffer xlat' $dir/info" || return
+	done
+	echo "/sys/kernel/debug/ntb_perf/$(ntb_pci "$vm")"
+}
+
+# ntb_perf_run VM MODULE-PARAMS...: ntb_perf_ready, then one run from VM to its peer (the write to
+# `run` returns when it is over); prints the run's statistics.
+ntb_perf_run() {
+	local dir
+	dir=$(ntb_perf_ready "$@") || return
+	rig_run "$1" --timeout 300 -- "echo 0 > $dir/run && cat $dir/run"
+}
+
+# rig_time_ms VM COMMAND: run COMMAND in VM and print how long that took in ms, measured on L0: an L1's
+# clock can stall while its vCPU waits in the NTB (TCG under host load marks the TSC unstable).
+rig_time_ms() {
+	local t0
+	t0=$(date +%s%N)
+	rig_run "$1" -- "$2" >/dev/null
+	echo $((($(date +%s%N) - t0) / 1000000))
+}

@@ -16,14 +16,6 @@ read8() {
 	hex=$(rig_run "$1" --timeout 30 -- "$(ntb_tool_dir "$1"); dd if=\$P/peer_mw0 bs=8 count=1 status=none | od -An -tx1 | tr -d ' \\n'")
 	echo "$hex $((($(date +%s%N) - t0) / 1000000))"
 }
-# The same round trip without touching the window.
-rig_run_ms() {
-	local t0
-	t0=$(date +%s%N)
-	rig_run lender -- true
-	echo $((($(date +%s%N) - t0) / 1000000))
-}
-
 # The borrower backs its MW1 with a fresh 4 KiB buffer; the lender writes TEXT (8 bytes) and reads it back.
 expect_window_carries() {
 	local text=$1 what=$2 data ms
@@ -37,7 +29,7 @@ ntb_tool_up lender borrower1
 expect_window_carries 'farpass!' "lender reads the peer's window"
 
 # A frozen peer: the socket stays open but nothing answers.
-base=$(rig_run_ms)
+base=$(rig_time_ms lender true)
 kill -STOP "${RIG_PID[borrower1]}"
 read -r data ms < <(read8 lender)
 kill -CONT "${RIG_PID[borrower1]}"
@@ -52,7 +44,7 @@ expect_eq "thawed peer: reads work again" "$data" "$(printf 'farpass!' | od -An 
 # A dead peer.
 rig_kill borrower1
 expect "lender: link down after the peer's QEMU was killed" ntb_wait lender 20 "$(ntb_tool_dir lender); grep -q N \$P/link"
-base=$(rig_run_ms)
+base=$(rig_time_ms lender true)
 read -r data ms < <(read8 lender)
 expect_eq "dead peer: the read returns all-ones" "$data" ffffffffffffffff
 expect "dead peer: ... at once ($ms ms, rig_run alone $base ms)" test $((ms - base)) -lt 1000
