@@ -10,7 +10,8 @@
 //   farpass-client open                                   (just open /dev/farpass)
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
 //   farpass-client upcall-get                             (reserved: expect EOPNOTSUPP)
-//   farpass-client vfio-info UUID                         (VFIO group/container/device, GET_INFO)
+//   farpass-client vfio-info UUID [--hold S]              (VFIO group/container/device, GET_INFO;
+//                                                          keep it open S seconds)
 // All: [--expect ok|ENAME] [--dev PATH]
 #include <cerrno>
 #include <cstdint>
@@ -124,6 +125,8 @@ int run_vfio_info(const Args &a)
 		      info.num_regions, info.num_irqs, rerr ? strerrorname_np(rerr) : "ok",
 		      rderr ? strerrorname_np(rderr) : "ok");
 	bool good = (info.flags & VFIO_DEVICE_FLAGS_PCI) && (info.flags & VFIO_DEVICE_FLAGS_RESET);
+	if (unsigned hold = static_cast<unsigned>(a.num("hold", 0)))
+		sleep(hold);	// keep the device open, as a running VM would
 	close(dev);
 	close(group);
 	close(container);

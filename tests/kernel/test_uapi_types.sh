@@ -76,6 +76,11 @@ expect "a second instance of the same remote device is refused" \
 expect "VFIO: GET_INFO advertises PCI and RESET; regions not served yet" c vfio-info $U --expect ok
 expect_eq "counters: instances" "$(fp_counter $B instances)" 1
 expect_eq "counters: vfio_open back to 0 after close" "$(fp_counter $B vfio_open)" 0
+rig_run $B -- "$FP_CLIENT vfio-info $U --hold 8 </dev/null >/tmp/hold.log 2>&1 &"
+expect "a VM-like user holds the device open" ntb_wait $B 10 "grep -qx 'vfio_open 1' $FP_DBG/counters"
+expect "rmmod farpass is refused at once while it is open (module in use)" \
+	rig_run $B --timeout 10 -- "! rmmod farpass 2>&1 && lsmod | grep -q '^farpass '"
+expect "... and works again once it is closed" ntb_wait $B 20 "grep -qx 'vfio_open 0' $FP_DBG/counters"
 expect "WITHDRAW with an instance: EBUSY" c withdraw --id 7 --expect EBUSY
 out=$(c announce --id 9 --lender lender --ntb "$NTB" --addr 0000:00:09.0)
 echo "$out"
