@@ -31,7 +31,7 @@ if [ ! -f "$dsc" ]; then
 		echo "build-qemu: no deb-src entry for Debian; run vm-images/setup.sh first" >&2
 		exit 1
 	}
-	timed "download QEMU source $QEMU_DEB_VERSION" \
+	timed "download QEMU source $QEMU_DEB_VERSION" logged "$work/download.log" \
 		bash -c "cd '$src_cache' && apt-get source -q --download-only qemu='$QEMU_DEB_VERSION'"
 fi
 # apt already authenticated the .dsc through the signed Sources index; dpkg-source's own gpgv check
