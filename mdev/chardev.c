@@ -19,6 +19,7 @@
 #include "fp.h"
 #include "proto.h"
 #include "types.h"
+#include "upcall.h"
 
 /* One open /dev/farpass. */
 struct fp_file {
@@ -80,6 +81,9 @@ static bool fp_announce_valid(const struct farpass_announce *a)
 			return false;
 		if (b->flags & FARPASS_BAR_MEM64 && (i == FARPASS_NUM_BARS - 1 || b->flags & FARPASS_BAR_IO))
 			return false;
+		/* A 32-bit BAR (or I/O) cannot decode more than 4 GiB. */
+		if (!(b->flags & FARPASS_BAR_MEM64) && b->size > 0x100000000ULL)
+			return false;
 	}
 	return true;
 }
@@ -98,7 +102,7 @@ static long fp_ioctl_version(struct fp_file *f, void __user *uarg)
 	asked = v.version;
 	v.version = FARPASS_API_VERSION;
 	v.max_devices = FARPASS_MAX_DEVICES;
-	v.features = FARPASS_FEAT_BORROWER;
+	v.features = FARPASS_FEAT_BORROWER | FARPASS_FEAT_UPCALLS;
 	if (asked != FARPASS_API_VERSION) {
 		/* Tell the agent which version we speak, then refuse. */
 		if (fp_copy_out(uarg, &v, sizeof(v), argsz))
@@ -149,7 +153,39 @@ static long fp_ioctl_withdraw(void __user *uarg)
 	return fp_copy_out(uarg, &w, sizeof(w), argsz);
 }
 
-static long fp_ioctl_dispatch(struct fp_file *f, unsigned int cmd, void __user *uarg)
+static long fp_ioctl_upcall_get(struct fp_file *f, struct file *file, void __user *uarg)
+{
+	struct farpass_upcall_req r;
+	long argsz, ret;
+
+	argsz = fp_copy_in(&r, sizeof(r), sizeof(r), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (r.flags & ~FARPASS_UPCALL_GET_F_NONBLOCK)
+		return -EINVAL;
+	ret = fp_upcall_get(f, &r, file->f_flags & O_NONBLOCK);
+	if (ret)
+		return ret;
+	if (fp_copy_out(uarg, &r, sizeof(r), argsz)) {
+		fp_upcall_unget(r.seq);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+static long fp_ioctl_upcall_reply(void __user *uarg)
+{
+	struct farpass_upcall_reply r;
+	long argsz;
+
+	argsz = fp_copy_in(&r, sizeof(r), sizeof(r), uarg);
+	if (argsz < 0)
+		return argsz;
+	return fp_upcall_reply(&r);
+}
+
+static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int cmd,
+			      void __user *uarg)
 {
 	u32 version;
 
@@ -177,16 +213,19 @@ static long fp_ioctl_dispatch(struct fp_file *f, unsigned int cmd, void __user *
 		return fp_ioctl_announce(uarg);
 	case FARPASS_CMD_WITHDRAW_DEVICE:
 		return fp_ioctl_withdraw(uarg);
+	case FARPASS_CMD_UPCALL_GET:
+		return fp_ioctl_upcall_get(f, file, uarg);
 	default:
-		return -EOPNOTSUPP;		/* upcalls: a later API feature (FARPASS_FEAT_UPCALLS) */
+		return fp_ioctl_upcall_reply(uarg);
 	}
 }
 
 static long fp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	long ret = fp_ioctl_dispatch(file->private_data, cmd, (void __user *)arg);
+	long ret = fp_ioctl_dispatch(file->private_data, file, cmd, (void __user *)arg);
 
-	if (ret < 0)
+	/* An empty queue or an expired wait is the agent's normal life, not an error. */
+	if (ret < 0 && ret != -EAGAIN && ret != -ETIMEDOUT && ret != -EINTR)
 		fp_count(FP_C_IOCTL_ERRORS, 1);
 	return ret;
 }
@@ -202,12 +241,15 @@ static int fp_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	mutex_init(&f->lock);
 	file->private_data = f;
+	fp_upcall_file_open();
 	fp_count(FP_C_AGENT_FILES, 1);
 	return nonseekable_open(inode, file);
 }
 
 static int fp_release(struct inode *inode, struct file *file)
 {
+	/* Requests this file took fail with -ENOTCONN (all queued ones if it was the last file). */
+	fp_upcall_file_release(file->private_data);
 	kfree(file->private_data);
 	fp_count(FP_C_AGENT_FILES, -1);
 	return 0;
@@ -218,6 +260,7 @@ static const struct file_operations fp_fops = {
 	.open = fp_open,
 	.release = fp_release,
 	.unlocked_ioctl = fp_ioctl,
+	.poll = fp_upcall_poll,
 	.compat_ioctl = compat_ptr_ioctl,	/* the uapi has the same layout in 32- and 64-bit */
 	.llseek = no_llseek,
 };

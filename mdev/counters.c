@@ -31,6 +31,20 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_VFIO_OPEN]	= "vfio_open",
 	[FP_C_DMA_UNMAP]	= "dma_unmap",
 	[FP_C_PINNED_PAGES]	= "pinned_pages",
+	[FP_C_UPCALL_BORROW]	= "upcalls_borrow",
+	[FP_C_UPCALL_RETURN]	= "upcalls_return",
+	[FP_C_UPCALL_CFG_READ]	= "upcalls_cfg_read",
+	[FP_C_UPCALL_CFG_WRITE]	= "upcalls_cfg_write",
+	[FP_C_UPCALL_RESET]	= "upcalls_reset",
+	[FP_C_UPCALLS_PENDING]	= "upcalls_pending",
+	[FP_C_UPCALL_TIMEOUTS]	= "upcall_timeouts",
+	[FP_C_UPCALL_NOTCONN]	= "upcall_notconn",
+	[FP_C_UPCALL_LATE_REPLIES] = "upcall_late_replies",
+	[FP_C_CFG_READS]	= "cfg_reads",
+	[FP_C_CFG_WRITES]	= "cfg_writes",
+	[FP_C_CFG_FORWARDED]	= "cfg_forwarded",
+	[FP_C_SURPRISE_REMOVED]	= "surprise_removed",
+	[FP_C_RESETS]		= "resets",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

@@ -28,6 +28,20 @@ enum fp_counter {
 	FP_C_VFIO_OPEN,		/* G instances opened by a VFIO user */
 	FP_C_DMA_UNMAP,		/* E dma_unmap callbacks */
 	FP_C_PINNED_PAGES,	/* G guest pages pinned (a later slice) */
+	FP_C_UPCALL_BORROW,	/* E upcalls made, by op */
+	FP_C_UPCALL_RETURN,	/* E */
+	FP_C_UPCALL_CFG_READ,	/* E */
+	FP_C_UPCALL_CFG_WRITE,	/* E */
+	FP_C_UPCALL_RESET,	/* E */
+	FP_C_UPCALLS_PENDING,	/* G requests queued or taken, not answered */
+	FP_C_UPCALL_TIMEOUTS,	/* E requests that expired (-ETIMEDOUT) */
+	FP_C_UPCALL_NOTCONN,	/* E requests failed for want of an agent (-ENOTCONN) */
+	FP_C_UPCALL_LATE_REPLIES, /* E replies to no pending request (-ENOENT) */
+	FP_C_CFG_READS,		/* E trapped config-space reads (VFIO region 7), by access */
+	FP_C_CFG_WRITES,	/* E trapped config-space writes */
+	FP_C_CFG_FORWARDED,	/* E pieces of them forwarded to the lender */
+	FP_C_SURPRISE_REMOVED,	/* E instances marked surprise-removed (dead agent) */
+	FP_C_RESETS,		/* E VFIO_DEVICE_RESET served */
 	FP_C_NR
 };
 

@@ -17,24 +17,45 @@
  *
  * Each remote device can be passed to one VM at a time: one instance per type.
  *
- * This slice: instances exist and open; VFIO_DEVICE_GET_INFO describes a PCI device with reset; config
- * space, BARs, IRQs and reset are not served yet and fail honestly (-ENODEV for region/IRQ info and
- * mmap, -EIO for read/write and reset) rather than invent data.
+ * VFIO device: the config region is virtualised (cfg.c decides, fp_cfg_access() serves; forwarded
+ * registers go to the agent as CFG_READ/CFG_WRITE upcalls), bus-master enable/clear and reset are
+ * BORROW/RETURN/RESET upcalls, the ERR and REQ eventfds are served. A dead agent (upcall timeout, or
+ * no agent file) makes the instance surprise-removed until it is opened again: config reads return
+ * all-ones, everything else fails at once with -ENODEV, the ERR eventfd fires.
+ * Not yet: BAR regions (sizes only), INTx/MSI/MSI-X (count 0), mmap.
  */
+#include <linux/eventfd.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/vfio.h>
 
+#include "cfg.h"
 #include "counters.h"
 #include "fp.h"
 #include "link.h"
 #include "proto.h"
 #include "types.h"
+#include "upcall.h"
 
+/*
+ * One instance. Locks: scan_lock (mutex) builds vcfg at the first config access after open; bm_lock
+ * (mutex) serialises borrow-state changes and is held across their upcall; state_lock (spinlock) the
+ * shadow, the flags and the eventfds, never held across an upcall.
+ */
 struct fp_mdev {
 	struct vfio_device vdev;
 	struct fp_rdev *rdev;		/* stays valid while the instance exists (see struct fp_type) */
+	u32 instance;			/* args[0] of BORROW/RETURN/RESET: tells instances apart */
+	struct mutex scan_lock;
+	struct mutex bm_lock;
+	spinlock_t state_lock;
+	bool scanned;			/* vcfg built (acquire/release) */
+	bool dead;			/* surprise-removed: the agent did not answer; until next open */
+	bool borrowed;			/* BORROW succeeded, no RETURN yet; bm_lock */
+	struct eventfd_ctx *err_trigger;	/* VFIO_PCI_ERR_IRQ_INDEX */
+	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
+	struct fp_vcfg vcfg;
 };
 
 static struct mdev_driver fp_mdev_driver;
@@ -274,20 +295,399 @@ out_unlock:
 
 /* ------------------------------------------------------------------------------ vfio_device_ops */
 
+/*
+ * Region offsets in the device file: index << 40, as vfio-pci and the mdev samples do (QEMU takes the
+ * offsets from VFIO_DEVICE_GET_REGION_INFO, never computes them).
+ */
+#define FP_OFFSET_SHIFT		40
+#define FP_OFFSET_MASK		((1ULL << FP_OFFSET_SHIFT) - 1)
+#define FP_OFFSET(index)	((u64)(index) << FP_OFFSET_SHIFT)
+
+static atomic_t fp_instance_seq = ATOMIC_INIT(0);
+
+static struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
+{
+	return container_of(vdev, struct fp_mdev, vdev);
+}
+
+static void fp_signal(struct fp_mdev *fm, struct eventfd_ctx *const *trigger)
+{
+	spin_lock(&fm->state_lock);
+	if (*trigger)
+		eventfd_signal(*trigger, 1);
+	spin_unlock(&fm->state_lock);
+}
+
+static bool fp_dead(struct fp_mdev *fm)
+{
+	return READ_ONCE(fm->dead);
+}
+
+/* The agent is gone or did not answer: the device is surprise-removed until the next open. */
+static void fp_mark_dead(struct fp_mdev *fm, int why)
+{
+	spin_lock(&fm->state_lock);
+	if (!fm->dead) {
+		WRITE_ONCE(fm->dead, true);
+		fp_count(FP_C_SURPRISE_REMOVED, 1);
+		dev_warn(fm->vdev.dev, "farpass: device %u surprise-removed (agent: %pe)\n",
+			 fm->rdev->desc.device_id, ERR_PTR(why));
+		if (fm->err_trigger)
+			eventfd_signal(fm->err_trigger, 1);
+	}
+	spin_unlock(&fm->state_lock);
+}
+
+/* One upcall for this instance: fails at once on a dead device, kills the device on no answer. */
+static int fp_call(struct fp_mdev *fm, u32 op, u64 arg0, u64 arg1, u64 arg2, u64 *out)
+{
+	u64 args[FP_UPCALL_NARGS] = { arg0, arg1, arg2 };
+	u64 data[FP_UPCALL_NARGS];
+	int ret;
+
+	if (fp_dead(fm))
+		return -ENODEV;
+	ret = fp_upcall(op, fm->rdev->desc.device_id, args, data);
+	if (ret == -ETIMEDOUT || ret == -ENOTCONN)
+		fp_mark_dead(fm, ret);
+	else if (!ret && out)
+		*out = data[0];
+	return ret;
+}
+
+static int fp_scan_read(void *ctx, u32 off, u32 size, u32 *val)
+{
+	u64 v = 0;
+	int ret = fp_call(ctx, FARPASS_UPCALL_CFG_READ, off, size, 0, &v);
+
+	*val = (u32)v;
+	return ret;
+}
+
+/*
+ * The virtual config space is built at the first config access after open: the header from the
+ * announced BARs, the capability chain from the lender's (a few CFG_READ upcalls). Concurrent first
+ * accesses wait on scan_lock, at most one upcall timeout (then the device is dead and the rest fails
+ * at once).
+ */
+static void fp_cfg_ready(struct fp_mdev *fm)
+{
+	int ret;
+
+	/* Pairs with the release below: a true `scanned` means vcfg is complete. */
+	if (smp_load_acquire(&fm->scanned))
+		return;
+	mutex_lock(&fm->scan_lock);
+	if (!fm->scanned) {
+		fp_vcfg_init(&fm->vcfg, fm->rdev->desc.bars);
+		ret = fp_vcfg_scan_caps(&fm->vcfg, fp_scan_read, fm);
+		if (ret)
+			dev_warn_ratelimited(fm->vdev.dev, "farpass: capability scan of device %u: %pe\n",
+					     fm->rdev->desc.device_id, ERR_PTR(ret < -1 ? ret : -EINVAL));
+		smp_store_release(&fm->scanned, true);	/* vcfg before the flag */
+	}
+	mutex_unlock(&fm->scan_lock);
+}
+
+static int fp_cfg_forward(struct fp_mdev *fm, const struct fp_cfg_piece *p, u8 *buf, bool write)
+{
+	u64 val = 0;
+	u32 i;
+	int ret;
+
+	fp_count(FP_C_CFG_FORWARDED, 1);
+	if (write) {
+		for (i = 0; i < p->size; i++)
+			val |= (u64)buf[i] << (8 * i);
+		return fp_call(fm, FARPASS_UPCALL_CFG_WRITE, p->off, p->size, val, NULL);
+	}
+	ret = fp_call(fm, FARPASS_UPCALL_CFG_READ, p->off, p->size, 0, &val);
+	if (!ret)
+		for (i = 0; i < p->size; i++)
+			buf[i] = (u8)(val >> (8 * i));
+	return ret;
+}
+
+/*
+ * A write to the command register. Bus-master enable 0 -> 1 borrows the device (BORROW upcall; if the
+ * agent refuses, the bit stays 0), 1 -> 0 returns it (RETURN). bm_lock serialises borrow state changes
+ * (command writes, reset, close) and is held across their upcall: it is taken by nothing else, so a
+ * dead agent holds another vCPU here for at most one timeout.
+ */
+static int fp_cfg_command(struct fp_mdev *fm, const struct fp_cfg_piece *p, const u8 *buf)
+{
+	u16 old, new;
+	bool bme;
+	int ret = 0;
+
+	mutex_lock(&fm->bm_lock);
+	spin_lock(&fm->state_lock);
+	old = fp_vcfg_command(&fm->vcfg);
+	fp_vcfg_write(&fm->vcfg, p->off, p->size, buf);
+	new = fp_vcfg_command(&fm->vcfg);
+	bme = new & FP_PCI_CMD_BME;
+	if ((old ^ new) & FP_PCI_CMD_BME)	/* the BME change waits for the agent */
+		fp_vcfg_set_command(&fm->vcfg, (new & ~FP_PCI_CMD_BME) | (old & FP_PCI_CMD_BME));
+	spin_unlock(&fm->state_lock);
+
+	if ((old ^ new) & FP_PCI_CMD_BME) {
+		ret = fp_call(fm, bme ? FARPASS_UPCALL_BORROW : FARPASS_UPCALL_RETURN, fm->instance, 0, 0,
+			      NULL);
+		/* A failed RETURN still ends the borrow here: the lender resets what it takes back. */
+		if (!ret || !bme) {
+			spin_lock(&fm->state_lock);
+			fp_vcfg_set_command(&fm->vcfg, (fp_vcfg_command(&fm->vcfg) & ~FP_PCI_CMD_BME) |
+					    (bme ? FP_PCI_CMD_BME : 0));
+			fm->borrowed = bme;
+			spin_unlock(&fm->state_lock);
+		}
+	}
+	mutex_unlock(&fm->bm_lock);
+	return ret;
+}
+
+/*
+ * The one dispatcher of config-space accesses: fp_vcfg_piece() splits [off, off + count) into pieces
+ * of one kind each (cfg.c decides which bytes are virtual, forwarded or hidden), served here.
+ * A dead device reads all-ones and fails writes with -ENODEV.
+ */
+static ssize_t fp_cfg_access(struct fp_mdev *fm, u8 *buf, u32 count, u32 off, bool write)
+{
+	struct fp_cfg_piece p;
+	u32 done = 0;
+	int ret;
+
+	fp_count(write ? FP_C_CFG_WRITES : FP_C_CFG_READS, 1);
+	fp_cfg_ready(fm);
+	while (done < count) {
+		if (fp_dead(fm)) {
+			if (write)
+				return done ? (ssize_t)done : -ENODEV;
+			memset(buf + done, 0xff, count - done);
+			return count;
+		}
+		spin_lock(&fm->state_lock);
+		fp_vcfg_piece(&fm->vcfg, off + done, count - done, &p);
+		if (p.kind != FP_CFG_FWD && !(p.kind == FP_CFG_CMD && write)) {
+			if (write)
+				fp_vcfg_write(&fm->vcfg, p.off, p.size, buf + done);
+			else
+				fp_vcfg_read(&fm->vcfg, p.off, p.size, buf + done);
+			spin_unlock(&fm->state_lock);
+			done += p.size;
+			continue;
+		}
+		spin_unlock(&fm->state_lock);
+		if (p.kind == FP_CFG_CMD)
+			ret = fp_cfg_command(fm, &p, buf + done);
+		else
+			ret = fp_cfg_forward(fm, &p, buf + done, write);
+		if (ret && !fp_dead(fm))
+			return done ? (ssize_t)done : ret;	/* the agent's own error for this access */
+		if (!ret)
+			done += p.size;
+	}
+	return count;
+}
+
+static ssize_t fp_vfio_rw(struct vfio_device *vdev, char __user *ubuf, size_t count, loff_t *ppos,
+			  bool write)
+{
+	struct fp_mdev *fm = fp_mdev_of(vdev);
+	u64 pos = *ppos;
+	u32 off = pos & FP_OFFSET_MASK;
+	ssize_t ret;
+	u8 *buf;
+
+	if (pos >> FP_OFFSET_SHIFT != VFIO_PCI_CONFIG_REGION_INDEX) {
+		dev_dbg_ratelimited(vdev->dev, "access at %#llx: BAR regions not served yet\n", pos);
+		return -EIO;
+	}
+	if (off >= FP_CFG_REGION_SIZE || !count)
+		return -EINVAL;
+	count = min_t(size_t, count, FP_CFG_REGION_SIZE - off);
+	buf = kmalloc(count, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	ret = -EFAULT;
+	if (write && copy_from_user(buf, ubuf, count))
+		goto out;
+	ret = fp_cfg_access(fm, buf, count, off, write);
+	if (ret > 0 && !write && copy_to_user(ubuf, buf, ret))
+		ret = -EFAULT;
+	if (ret > 0)
+		*ppos += ret;
+out:
+	kfree(buf);
+	return ret;
+}
+
+static ssize_t fp_vfio_read(struct vfio_device *vdev, char __user *buf, size_t count, loff_t *ppos)
+{
+	return fp_vfio_rw(vdev, buf, count, ppos, false);
+}
+
+static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, size_t count,
+			     loff_t *ppos)
+{
+	return fp_vfio_rw(vdev, (char __user *)buf, count, ppos, true);
+}
+
 static int fp_vfio_open(struct vfio_device *vdev)
 {
-	/* Lazy borrow: nothing is borrowed at open; bus-master enable will do it (later slice). */
+	struct fp_mdev *fm = fp_mdev_of(vdev);
+
+	/* Lazy borrow: nothing is borrowed at open; bus-master enable does it. A fresh start. */
+	WRITE_ONCE(fm->dead, false);
+	fm->scanned = false;
+	fm->borrowed = false;
 	fp_count(FP_C_VFIO_OPEN, 1);
 	return 0;
 }
 
 static void fp_vfio_close(struct vfio_device *vdev)
 {
+	struct fp_mdev *fm = fp_mdev_of(vdev);
+	struct eventfd_ctx *err, *req;
+
+	mutex_lock(&fm->bm_lock);
+	if (fm->borrowed)
+		fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+	fm->borrowed = false;
+	mutex_unlock(&fm->bm_lock);
+	spin_lock(&fm->state_lock);
+	err = fm->err_trigger;
+	req = fm->req_trigger;
+	fm->err_trigger = fm->req_trigger = NULL;
+	spin_unlock(&fm->state_lock);
+	if (err)
+		eventfd_ctx_put(err);
+	if (req)
+		eventfd_ctx_put(req);
 	fp_count(FP_C_VFIO_OPEN, -1);
+}
+
+/* VFIO_DEVICE_RESET: the lender resets the device (RESET upcall); a borrowed device is returned. */
+static int fp_vfio_reset(struct fp_mdev *fm)
+{
+	bool was_borrowed;
+	int ret;
+
+	fp_cfg_ready(fm);
+	mutex_lock(&fm->bm_lock);
+	ret = fp_call(fm, FARPASS_UPCALL_RESET, fm->instance, 0, 0, NULL);
+	if (!ret) {
+		fp_count(FP_C_RESETS, 1);
+		spin_lock(&fm->state_lock);
+		fp_vcfg_reset(&fm->vcfg);
+		was_borrowed = fm->borrowed;
+		fm->borrowed = false;
+		spin_unlock(&fm->state_lock);
+		if (was_borrowed)
+			fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+	}
+	mutex_unlock(&fm->bm_lock);
+	return fp_dead(fm) ? -ENODEV : ret;
+}
+
+static int fp_vfio_region_info(struct fp_mdev *fm, unsigned long arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_region_info, offset);
+	const struct farpass_bar *bars = fm->rdev->desc.bars;
+	struct vfio_region_info info;
+
+	if (copy_from_user(&info, (void __user *)arg, minsz))
+		return -EFAULT;
+	if (info.argsz < minsz)
+		return -EINVAL;
+	if (info.index >= VFIO_PCI_NUM_REGIONS)
+		return -EINVAL;
+	info.offset = FP_OFFSET(info.index);
+	info.flags = 0;
+	info.size = 0;
+	info.cap_offset = 0;
+	if (info.index == VFIO_PCI_CONFIG_REGION_INDEX) {
+		info.size = FP_CFG_REGION_SIZE;
+		info.flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
+	} else if (info.index <= VFIO_PCI_BAR5_REGION_INDEX &&
+		   !(info.index && bars[info.index - 1].flags & FARPASS_BAR_MEM64)) {
+		/* The BAR's size; no access flags until the outbound window is mapped (next slice). */
+		info.size = bars[info.index].size;
+	}
+	return copy_to_user((void __user *)arg, &info, minsz) ? -EFAULT : 0;
+}
+
+static int fp_vfio_irq_info(unsigned long arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_irq_info, count);
+	struct vfio_irq_info info;
+
+	if (copy_from_user(&info, (void __user *)arg, minsz))
+		return -EFAULT;
+	if (info.argsz < minsz || info.index >= VFIO_PCI_NUM_IRQS)
+		return -EINVAL;
+	/* ERR and REQ are served; INTx, MSI and MSI-X come with the interrupt bridge (count 0). */
+	info.flags = VFIO_IRQ_INFO_EVENTFD;
+	info.count = info.index == VFIO_PCI_ERR_IRQ_INDEX || info.index == VFIO_PCI_REQ_IRQ_INDEX;
+	return copy_to_user((void __user *)arg, &info, minsz) ? -EFAULT : 0;
+}
+
+static int fp_vfio_set_irqs(struct fp_mdev *fm, unsigned long arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_irq_set, count);
+	struct eventfd_ctx *ctx = NULL, *old, **slot;
+	struct vfio_irq_set hdr;
+	size_t data_size = 0;
+	s32 fd;
+	int ret;
+
+	if (copy_from_user(&hdr, (void __user *)arg, minsz))
+		return -EFAULT;
+	ret = vfio_set_irqs_validate_and_prepare(&hdr, 1, VFIO_PCI_NUM_IRQS, &data_size);
+	if (ret)
+		return ret;
+	if (hdr.index != VFIO_PCI_ERR_IRQ_INDEX && hdr.index != VFIO_PCI_REQ_IRQ_INDEX)
+		return hdr.count ? -EINVAL : 0;		/* nothing to disable */
+	if (!(hdr.flags & VFIO_IRQ_SET_ACTION_TRIGGER))
+		return -EINVAL;
+	slot = hdr.index == VFIO_PCI_ERR_IRQ_INDEX ? &fm->err_trigger : &fm->req_trigger;
+	if (hdr.flags & VFIO_IRQ_SET_DATA_NONE || hdr.flags & VFIO_IRQ_SET_DATA_BOOL) {
+		u8 b = 1;
+
+		if (!hdr.count)
+			return 0;
+		if (hdr.flags & VFIO_IRQ_SET_DATA_BOOL &&
+		    copy_from_user(&b, (void __user *)(arg + minsz), sizeof(b)))
+			return -EFAULT;
+		if (b)
+			fp_signal(fm, slot);
+		return 0;
+	}
+	/* DATA_EVENTFD */
+	if (!hdr.count)
+		fd = -1;
+	else if (copy_from_user(&fd, (void __user *)(arg + minsz), sizeof(fd)))
+		return -EFAULT;
+	if (fd >= 0) {
+		ctx = eventfd_ctx_fdget(fd);
+		if (IS_ERR(ctx))
+			return PTR_ERR(ctx);
+	}
+	spin_lock(&fm->state_lock);
+	old = *slot;
+	*slot = ctx;
+	/* A device that died before the VFIO user set its error eventfd: tell it now. */
+	if (ctx && slot == &fm->err_trigger && fm->dead)
+		eventfd_signal(ctx, 1);
+	spin_unlock(&fm->state_lock);
+	if (old)
+		eventfd_ctx_put(old);
+	return 0;
 }
 
 static long fp_vfio_ioctl(struct vfio_device *vdev, unsigned int cmd, unsigned long arg)
 {
+	struct fp_mdev *fm = fp_mdev_of(vdev);
 	struct vfio_device_info info;
 	unsigned long minsz;
 
@@ -303,32 +703,34 @@ static long fp_vfio_ioctl(struct vfio_device *vdev, unsigned int cmd, unsigned l
 		info.num_irqs = VFIO_PCI_NUM_IRQS;
 		return copy_to_user((void __user *)arg, &info, minsz) ? -EFAULT : 0;
 	case VFIO_DEVICE_GET_REGION_INFO:
+		return fp_vfio_region_info(fm, arg);
 	case VFIO_DEVICE_GET_IRQ_INFO:
+		return fp_vfio_irq_info(arg);
 	case VFIO_DEVICE_SET_IRQS:
-		return -ENODEV;		/* config space, BARs and IRQs: next slice */
+		return fp_vfio_set_irqs(fm, arg);
 	case VFIO_DEVICE_RESET:
-		return -EIO;		/* forwarded to the lender: next slice */
+		return fp_vfio_reset(fm);
 	default:
 		return -ENOTTY;
 	}
 }
 
-static ssize_t fp_vfio_read(struct vfio_device *vdev, char __user *buf, size_t count, loff_t *ppos)
-{
-	dev_dbg_ratelimited(vdev->dev, "read at %#llx: regions not served yet\n", *ppos);
-	return -EIO;
-}
-
-static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, size_t count,
-			     loff_t *ppos)
-{
-	dev_dbg_ratelimited(vdev->dev, "write at %#llx: regions not served yet\n", *ppos);
-	return -EIO;
-}
-
 static int fp_vfio_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 {
-	return -ENODEV;
+	return -ENODEV;		/* BARs from the outbound window: next slice */
+}
+
+/* The instance is being removed while a VFIO user holds it: ask the user to let go (REQ eventfd). */
+static void fp_vfio_request(struct vfio_device *vdev, unsigned int count)
+{
+	struct fp_mdev *fm = fp_mdev_of(vdev);
+
+	if (fm->req_trigger) {
+		if (!(count % 10))
+			dev_notice_ratelimited(vdev->dev, "farpass: asking the VFIO user to release the device (%u)\n",
+					       count);
+		fp_signal(fm, &fm->req_trigger);
+	}
 }
 
 /* Mandatory: without it vfio_pin_pages() fails with -EINVAL. Nothing is pinned in this slice. */
@@ -351,6 +753,7 @@ static const struct vfio_device_ops fp_vfio_ops = {
 	.write = fp_vfio_write,
 	.ioctl = fp_vfio_ioctl,
 	.mmap = fp_vfio_mmap,
+	.request = fp_vfio_request,
 	.dma_unmap = fp_vfio_dma_unmap,
 };
 
@@ -384,6 +787,10 @@ static int fp_mdev_probe(struct mdev_device *mdev)
 		goto err_unclaim;
 	}
 	fm->rdev = rdev;
+	fm->instance = atomic_inc_return(&fp_instance_seq);
+	mutex_init(&fm->scan_lock);
+	mutex_init(&fm->bm_lock);
+	spin_lock_init(&fm->state_lock);
 	ret = vfio_register_emulated_iommu_dev(&fm->vdev);
 	if (ret)
 		goto err_put_vdev;

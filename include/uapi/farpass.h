@@ -40,8 +40,8 @@ enum farpass_cmd {
 	FARPASS_CMD_VERSION		= 0,	/* negotiate; must come first on every open file */
 	FARPASS_CMD_ANNOUNCE_DEVICE	= 1,	/* borrower: a remote device becomes an mdev type */
 	FARPASS_CMD_WITHDRAW_DEVICE	= 2,	/* borrower: the type goes away */
-	FARPASS_CMD_UPCALL_GET		= 3,	/* reserved: take the next upcall request (FUSE model) */
-	FARPASS_CMD_UPCALL_REPLY	= 4,	/* reserved: answer an upcall request */
+	FARPASS_CMD_UPCALL_GET		= 3,	/* take the next upcall request (FUSE model) */
+	FARPASS_CMD_UPCALL_REPLY	= 4,	/* answer an upcall request */
 };
 
 /* ------------------------------------------------------------------------------------- VERSION */
@@ -61,7 +61,7 @@ struct farpass_version {
 };
 
 #define FARPASS_FEAT_BORROWER	(1ULL << 0)	/* ANNOUNCE/WITHDRAW: mdev types */
-#define FARPASS_FEAT_UPCALLS	(1ULL << 1)	/* UPCALL_GET/REPLY are served (not yet) */
+#define FARPASS_FEAT_UPCALLS	(1ULL << 1)	/* UPCALL_GET/REPLY are served */
 
 /* ----------------------------------------------------------------------------- ANNOUNCE_DEVICE */
 
@@ -124,40 +124,55 @@ struct farpass_withdraw {
 /* --------------------------------------------------------------------------------- upcall queue */
 
 /*
- * Upcalls (not served yet: both ioctls fail with -EOPNOTSUPP in API version 1 without
- * FARPASS_FEAT_UPCALLS). The kernel queues requests (e.g. "borrow device N now", a config-space access
- * to forward to the lender); the agent takes them with UPCALL_GET (blocking, or -EAGAIN with O_NONBLOCK;
- * poll(2) reports POLLIN) and answers each with UPCALL_REPLY carrying the same `seq`. Every request has
- * a deadline (`timeout_ms`): when it passes without a reply, the kernel completes the request itself
- * with -ETIMEDOUT and treats the device as surprise-removed; a late reply fails with -ENOENT. Closing
- * the last agent file fails all pending requests with -ENOTCONN.
+ * Upcalls (FARPASS_FEAT_UPCALLS). The kernel queues requests (e.g. "borrow device N now", a config-space
+ * access to forward to the lender); the agent takes them with UPCALL_GET and answers each with
+ * UPCALL_REPLY carrying the same `seq`. Requests are per host: any open /dev/farpass file may take
+ * them and any may reply (by seq).
+ *
+ * UPCALL_GET waits for a request: forever (wait_ms 0), at most wait_ms (then -ETIMEDOUT), or not at all
+ * (FARPASS_UPCALL_GET_F_NONBLOCK or an O_NONBLOCK file: -EAGAIN when none is queued). A signal ends the
+ * wait with -EINTR. poll(2) reports POLLIN while a request is queued.
+ *
+ * Every request has a deadline (module parameter upcall_timeout_ms, default 2000): when it passes
+ * without a reply, the kernel completes the request itself with -ETIMEDOUT and treats the device as
+ * surprise-removed (config reads return all-ones, other accesses fail at once, the VFIO error eventfd
+ * is signalled); a late reply fails with -ENOENT. Requests taken by a file that is closed fail with
+ * -ENOTCONN (so do all queued ones when the last file is closed, and new ones while no file is open):
+ * the device is surprise-removed too. A reply with error != 0 fails only that access.
  */
 enum farpass_upcall_op {
 	FARPASS_UPCALL_NONE		= 0,
-	FARPASS_UPCALL_BORROW		= 1,	/* args[0] = instance cookie: borrow device_id now */
-	FARPASS_UPCALL_RETURN		= 2,	/* give device_id back to its lender (it resets it) */
-	FARPASS_UPCALL_CFG_READ		= 3,	/* args[0] = offset, args[1] = size (1, 2, 4) */
+	FARPASS_UPCALL_BORROW		= 1,	/* args[0] = instance number: the guest enabled bus mastering;
+						 * borrow device_id now (reply error: the enable is dropped) */
+	FARPASS_UPCALL_RETURN		= 2,	/* args[0] = instance number: give device_id back to its lender
+						 * (it resets it); bus master cleared, reset, or closed */
+	FARPASS_UPCALL_CFG_READ		= 3,	/* args[0] = offset, args[1] = size (1, 2, 4, naturally
+						 * aligned); reply data[0] = the value (little-endian as read) */
 	FARPASS_UPCALL_CFG_WRITE	= 4,	/* args[0] = offset, args[1] = size, args[2] = value */
-	FARPASS_UPCALL_RESET		= 5,	/* function-level reset of device_id on the lender */
+	FARPASS_UPCALL_RESET		= 5,	/* args[0] = instance number: function-level reset of device_id
+						 * on the lender (VFIO_DEVICE_RESET) */
 };
 
 struct farpass_upcall_req {
 	__u32 argsz;
-	__u32 flags;		/* in: 0 */
-	__u64 seq;		/* out: request number, echoed in the reply */
+	__u32 flags;		/* in: FARPASS_UPCALL_GET_F_* */
+	__u64 seq;		/* out: request number (never 0), echoed in the reply */
 	__u32 op;		/* out: enum farpass_upcall_op */
 	__u32 device_id;	/* out */
 	__u32 timeout_ms;	/* out: time left to reply when the request was taken */
-	__u32 pad;
+	__u32 wait_ms;		/* in: how long to wait for a request, 0 = until one comes (was `pad`,
+				 * which had to be 0: the same meaning for older agents) */
 	__u64 args[6];		/* out: per op */
 };
+
+#define FARPASS_UPCALL_GET_F_NONBLOCK	(1U << 0)	/* in: -EAGAIN at once if no request is queued */
 
 struct farpass_upcall_reply {
 	__u32 argsz;
 	__u32 flags;		/* in: 0 */
 	__u64 seq;		/* in: the request's seq */
-	__s32 error;		/* in: 0 or a negative errno (the request failed on the agent's side) */
-	__u32 pad;
+	__s32 error;		/* in: 0 or a negative errno >= -4095 (the request failed on the agent's side) */
+	__u32 pad;		/* must be 0 */
 	__u64 data[6];		/* in: per op, e.g. data[0] = value read */
 };
 

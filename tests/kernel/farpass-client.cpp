@@ -9,9 +9,18 @@
 //   farpass-client withdraw --id N [--no-version]
 //   farpass-client open                                   (just open /dev/farpass)
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
-//   farpass-client upcall-get                             (reserved: expect EOPNOTSUPP)
+//   farpass-client upcall-get [--nonblock] [--wait-ms N]  (one UPCALL_GET, no reply)
+//   farpass-client upcall-reply --seq N [--error E] [--flags N]
+//   farpass-client agent [--log FILE] [--delay-ms N]      (serve upcalls until killed: poll(2), then
+//                  UPCALL_GET non-blocking; CFG_READ/WRITE on a fake lender's config space, an NVMe-like
+//                  device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per request;
+//                  --delay-ms: answer that late)
 //   farpass-client vfio-info UUID [--hold S]              (VFIO group/container/device, GET_INFO;
 //                                                          keep it open S seconds)
+//   farpass-client vfio-cfg UUID                          (as QEMU: config region info, vendor/device,
+//                  BAR0 sizing, capability chain, bus master on/off, VFIO_DEVICE_RESET, ERR eventfd)
+//   farpass-client vfio-dead UUID                         (the device must read as surprise-removed:
+//                  all-ones, writes and reset fail with ENODEV, the ERR eventfd fired)
 // All: [--expect ok|ENAME] [--dev PATH]
 #include <cerrno>
 #include <cstdint>
@@ -21,7 +30,11 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <linux/vfio.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
 #include <map>
+#include <array>
 #include <string>
 #include <string_view>
 #include <sys/ioctl.h>
@@ -81,62 +94,331 @@ int negotiate(int fd, const Args &a)
 	return ioctl(fd, FARPASS_IOCTL_VERSION, &v) ? errno : 0;
 }
 
-int run_vfio_info(const Args &a)
+// A VFIO device opened as QEMU does (6.1: group + type1 container; no device cdev yet).
+struct Vfio {
+	int container = -1, group = -1, dev = -1;
+	~Vfio()
+	{
+		for (int fd : {dev, group, container})
+			if (fd >= 0)
+				close(fd);
+	}
+};
+
+// 0 or an errno; *what says which step failed.
+int vfio_open(const std::string &uuid, Vfio &v, std::string &what)
 {
-	if (a.positional.empty())
-		return 2;
-	const std::string uuid = a.positional[0];
 	namespace fs = std::filesystem;
 	std::error_code ec;
 	auto grp = fs::read_symlink("/sys/bus/mdev/devices/" + uuid + "/iommu_group", ec);
 	if (ec)
-		return finish(a, ENOENT, "no iommu_group for " + uuid);
+		return what = "no iommu_group for " + uuid, ENOENT;
 	std::string gpath = "/dev/vfio/" + grp.filename().string();
-	int container = open("/dev/vfio/vfio", O_RDWR);
-	if (container < 0)
-		return finish(a, errno, "/dev/vfio/vfio");
-	int group = open(gpath.c_str(), O_RDWR);
-	if (group < 0)
-		return finish(a, errno, gpath);
+	if ((v.container = open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC)) < 0)
+		return what = "/dev/vfio/vfio", errno;
+	if ((v.group = open(gpath.c_str(), O_RDWR | O_CLOEXEC)) < 0)
+		return what = gpath, errno;
 	vfio_group_status st{};
 	st.argsz = sizeof(st);
-	if (ioctl(group, VFIO_GROUP_GET_STATUS, &st) || !(st.flags & VFIO_GROUP_FLAGS_VIABLE))
-		return finish(a, errno ? errno : EINVAL, "group not viable");
-	if (ioctl(group, VFIO_GROUP_SET_CONTAINER, &container))
-		return finish(a, errno, "VFIO_GROUP_SET_CONTAINER");
-	if (ioctl(container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU))
-		return finish(a, errno, "VFIO_SET_IOMMU");
-	int dev = ioctl(group, VFIO_GROUP_GET_DEVICE_FD, uuid.c_str());
-	if (dev < 0)
-		return finish(a, errno, "VFIO_GROUP_GET_DEVICE_FD");
+	if (ioctl(v.group, VFIO_GROUP_GET_STATUS, &st) || !(st.flags & VFIO_GROUP_FLAGS_VIABLE))
+		return what = "group not viable", errno ? errno : EINVAL;
+	if (ioctl(v.group, VFIO_GROUP_SET_CONTAINER, &v.container))
+		return what = "VFIO_GROUP_SET_CONTAINER", errno;
+	if (ioctl(v.container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU))
+		return what = "VFIO_SET_IOMMU", errno;
+	if ((v.dev = ioctl(v.group, VFIO_GROUP_GET_DEVICE_FD, uuid.c_str())) < 0)
+		return what = "VFIO_GROUP_GET_DEVICE_FD", errno;
+	return 0;
+}
+
+int run_vfio_info(const Args &a)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	int dev = v.dev;
 	vfio_device_info info{};
 	info.argsz = sizeof(info);
 	if (ioctl(dev, VFIO_DEVICE_GET_INFO, &info))
 		return finish(a, errno, "VFIO_DEVICE_GET_INFO");
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	int rerr = ioctl(dev, VFIO_DEVICE_GET_REGION_INFO, &ri) ? errno : 0;
-	char buf[4];
-	int rderr = pread(dev, buf, sizeof(buf), 0) < 0 ? errno : 0;
 	char detail[256];
-	std::snprintf(detail, sizeof(detail), "flags=%#x pci=%d reset=%d regions=%u irqs=%u region_info=%s read=%s",
+	std::snprintf(detail, sizeof(detail), "flags=%#x pci=%d reset=%d regions=%u irqs=%u",
 		      info.flags, !!(info.flags & VFIO_DEVICE_FLAGS_PCI), !!(info.flags & VFIO_DEVICE_FLAGS_RESET),
-		      info.num_regions, info.num_irqs, rerr ? strerrorname_np(rerr) : "ok",
-		      rderr ? strerrorname_np(rderr) : "ok");
+		      info.num_regions, info.num_irqs);
 	bool good = (info.flags & VFIO_DEVICE_FLAGS_PCI) && (info.flags & VFIO_DEVICE_FLAGS_RESET);
 	if (unsigned hold = static_cast<unsigned>(a.num("hold", 0)))
 		sleep(hold);	// keep the device open, as a running VM would
-	close(dev);
-	close(group);
-	close(container);
 	return finish(a, good ? 0 : EINVAL, detail);
+}
+
+// Config space through the VFIO config region, as QEMU's vfio_pci_read_config/write_config do.
+struct Cfg {
+	int dev;
+	uint64_t base = 0;
+	int read(uint32_t off, uint32_t size, uint32_t &val) const
+	{
+		val = 0;
+		ssize_t n = pread(dev, &val, size, static_cast<off_t>(base + off));
+		return n == static_cast<ssize_t>(size) ? 0 : n < 0 ? errno : EIO;
+	}
+	int write(uint32_t off, uint32_t size, uint32_t val) const
+	{
+		ssize_t n = pwrite(dev, &val, size, static_cast<off_t>(base + off));
+		return n == static_cast<ssize_t>(size) ? 0 : n < 0 ? errno : EIO;
+	}
+};
+
+double now_ms()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// VFIO_DEVICE_SET_IRQS on the ERR index with a new eventfd; returns it (or -1).
+int set_err_eventfd(int dev)
+{
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	alignas(vfio_irq_set) uint8_t buf[sizeof(vfio_irq_set) + sizeof(int32_t)] = {};
+	auto *set = reinterpret_cast<vfio_irq_set *>(buf);
+	set->argsz = sizeof(buf);
+	set->flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+	set->index = VFIO_PCI_ERR_IRQ_INDEX;
+	set->start = 0;
+	set->count = 1;
+	int32_t fd32 = efd;
+	std::memcpy(buf + sizeof(vfio_irq_set), &fd32, sizeof(fd32));
+	if (ioctl(dev, VFIO_DEVICE_SET_IRQS, buf)) {
+		close(efd);
+		return -1;
+	}
+	return efd;
+}
+
+bool eventfd_fired(int efd)
+{
+	uint64_t n = 0;
+	return efd >= 0 && ::read(efd, &n, sizeof(n)) == sizeof(n) && n > 0;
+}
+
+const char *ename(int err) { return err ? strerrorname_np(err) : "ok"; }
+
+int run_vfio_cfg(const Args &a, bool dead)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	vfio_region_info ri{};
+	ri.argsz = sizeof(ri);
+	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
+		return finish(a, errno, "GET_REGION_INFO config");
+	if (ri.size != 4096 || (ri.flags & 3) != (VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE))
+		return finish(a, EINVAL, "config region size/flags");
+	Cfg cfg{v.dev, ri.offset};
+	int efd = set_err_eventfd(v.dev);
+	if (efd < 0)
+		return finish(a, errno, "SET_IRQS ERR eventfd");
+	char d[512];
+	uint32_t id = 0;
+	double t0 = now_ms();
+	int err = cfg.read(0, 4, id);
+	double ms = now_ms() - t0;
+	if (err)
+		return finish(a, err, "read vendor/device");
+
+	if (dead) {
+		// Surprise-removed: the whole header reads all-ones, writes and reset fail at once.
+		std::array<uint8_t, 256> buf{};
+		bool ones = pread(v.dev, buf.data(), buf.size(), static_cast<off_t>(ri.offset)) == 256;
+		for (uint8_t b : buf)
+			ones = ones && b == 0xff;
+		double t1 = now_ms();
+		int werr = cfg.write(4, 2, 0x6);
+		int rerr = ioctl(v.dev, VFIO_DEVICE_RESET) ? errno : 0;
+		double fast = now_ms() - t1;
+		bool fired = eventfd_fired(efd);
+		// An ERR eventfd set after the death is signalled at once.
+		int efd2 = set_err_eventfd(v.dev);
+		bool fired2 = eventfd_fired(efd2);
+		std::snprintf(d, sizeof(d),
+			      "id=%#x first_read_ms=%.0f all_ones=%d write=%s reset=%s after_ms=%.0f err_irq=%d late_err_irq=%d",
+			      id, ms, ones, ename(werr), ename(rerr), fast, fired, fired2);
+		bool good = id == 0xffffffff && ones && werr == ENODEV && rerr == ENODEV && fired && fired2;
+		return finish(a, good ? 0 : EIO, d);
+	}
+
+	// BAR0 sizing as a guest's BIOS does: save, all-ones, read the mask, restore an address.
+	uint32_t bar0 = 0, bar1 = 0, m0 = 0, m1 = 0;
+	int e = cfg.read(0x10, 4, bar0) | cfg.read(0x14, 4, bar1) | cfg.write(0x10, 4, 0xffffffff) |
+		cfg.write(0x14, 4, 0xffffffff) | cfg.read(0x10, 4, m0) | cfg.read(0x14, 4, m1) |
+		cfg.write(0x10, 4, 0xfebf0000) | cfg.write(0x14, 4, 0);
+	uint32_t bar0_addr = 0;
+	e |= cfg.read(0x10, 4, bar0_addr);
+	vfio_region_info bri{};
+	bri.argsz = sizeof(bri);
+	bri.index = VFIO_PCI_BAR0_REGION_INDEX;
+	e |= ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &bri) ? errno : 0;
+
+	// The capability chain as QEMU walks it.
+	std::string caps;
+	uint32_t status = 0, pos = 0;
+	e |= cfg.read(0x06, 2, status) | cfg.read(0x34, 1, pos);
+	for (int n = 0; pos && n < 48; n++) {
+		uint32_t hdr = 0;
+		e |= cfg.read(pos, 2, hdr);
+		char b[8];
+		std::snprintf(b, sizeof(b), "%s%02x", caps.empty() ? "" : ",", hdr & 0xff);
+		caps += b;
+		pos = (hdr >> 8) & 0xfc;
+	}
+	// The whole region in one read (QEMU's first read of it) must work too.
+	std::vector<uint8_t> whole(4096);
+	bool whole_ok = pread(v.dev, whole.data(), whole.size(), static_cast<off_t>(ri.offset)) == 4096 &&
+			whole[0] == 0x36 && whole[1] == 0x1b && whole[0x100] == 0;
+
+	// Bus master on (BORROW), off (RETURN), then reset (RESET).
+	uint32_t cmd = 0, cmd_on = 0, cmd_off = 0, cmd_reset = 0;
+	e |= cfg.read(4, 2, cmd);
+	int bm_on = cfg.write(4, 2, cmd | 0x6);
+	e |= cfg.read(4, 2, cmd_on);
+	int bm_off = cfg.write(4, 2, cmd_on & ~0x4u);
+	e |= cfg.read(4, 2, cmd_off);
+	e |= cfg.write(4, 2, cmd_off | 0x4);	// on again: the reset must return it
+	int reset = ioctl(v.dev, VFIO_DEVICE_RESET) ? errno : 0;
+	e |= cfg.read(4, 2, cmd_reset);
+	bool fired = eventfd_fired(efd);
+	std::snprintf(d, sizeof(d),
+		      "vendor=%04x device=%04x first_read_ms=%.0f bar0=%#x/%#x sized=%#x/%#x addr=%#x bar0_region=%#llx "
+		      "caps=%s whole_read=%d cmd_on=%#x(%s) cmd_off=%#x(%s) reset=%s cmd_after_reset=%#x err_irq=%d",
+		      id & 0xffff, id >> 16, ms, bar0, bar1, m0, m1, bar0_addr,
+		      static_cast<unsigned long long>(bri.size), caps.c_str(), whole_ok, cmd_on, ename(bm_on), cmd_off,
+		      ename(bm_off), ename(reset), cmd_reset, fired);
+	return finish(a, e ? EIO : 0, d);
+}
+
+// The fake lender's config space: what the agent would read from the device's vfio-pci on the lender.
+struct FakeDevice {
+	std::array<uint8_t, 256> cfg{};
+	void put(uint32_t off, uint32_t val, uint32_t size)
+	{
+		for (uint32_t i = 0; i < size; i++)
+			cfg[off + i] = static_cast<uint8_t>(val >> (8 * i));
+	}
+	uint32_t get(uint32_t off, uint32_t size) const
+	{
+		uint32_t v = 0;
+		for (uint32_t i = 0; i < size && off + i < cfg.size(); i++)
+			v |= static_cast<uint32_t>(cfg[off + i]) << (8 * i);
+		return v;
+	}
+	FakeDevice(uint16_t vendor, uint16_t device)
+	{
+		put(0x00, vendor | static_cast<uint32_t>(device) << 16, 4);
+		put(0x06, 0x0010, 2);		// capability list
+		put(0x08, 0x01080202, 4);	// class 010802, revision 2
+		put(0x2c, 0x11001af4, 4);
+		put(0x34, 0x40, 1);
+		put(0x40, 0x00035001, 4);	// PM -> 0x50
+		put(0x50, 0x00006003, 4);	// VPD (hidden) -> 0x60
+		put(0x60, 0x003f7011, 4);	// MSI-X, 64 vectors -> 0x70
+		put(0x64, 0x00002000, 4);
+		put(0x68, 0x00003000, 4);
+		put(0x70, 0x03068013, 4);	// AF (hidden) -> 0x80
+		put(0x80, 0x0002c010, 4);	// PCIe -> 0xc0
+		put(0xc0, 0x01800005, 4);	// MSI, 64-bit, maskable, last
+	}
+};
+
+const char *op_name(uint32_t op)
+{
+	switch (op) {
+	case FARPASS_UPCALL_BORROW: return "BORROW";
+	case FARPASS_UPCALL_RETURN: return "RETURN";
+	case FARPASS_UPCALL_CFG_READ: return "CFG_READ";
+	case FARPASS_UPCALL_CFG_WRITE: return "CFG_WRITE";
+	case FARPASS_UPCALL_RESET: return "RESET";
+	default: return "UNKNOWN";
+	}
+}
+
+// The agent's loop, as lender-agent's KernelPort is meant to run it: poll(2) for POLLIN, then
+// UPCALL_GET with F_NONBLOCK until EAGAIN, one UPCALL_REPLY per request.
+int run_agent(const Args &a, int fd)
+{
+	FILE *log = a.has("log") ? std::fopen(a.str("log").c_str(), "a") : stdout;
+	if (!log)
+		return finish(a, errno, "log");
+	FakeDevice devcfg(static_cast<uint16_t>(a.num("vendor", 0x1b36)), static_cast<uint16_t>(a.num("device", 0x0010)));
+	unsigned delay_ms = static_cast<unsigned>(a.num("delay-ms", 0));
+	std::fprintf(log, "ready pid=%d\n", getpid());
+	std::fflush(log);
+	for (;;) {
+		pollfd p{fd, POLLIN, 0};
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return finish(a, errno, "poll");
+		}
+		for (;;) {
+			farpass_upcall_req r{};
+			r.argsz = sizeof(r);
+			r.flags = FARPASS_UPCALL_GET_F_NONBLOCK;
+			if (ioctl(fd, FARPASS_IOCTL_UPCALL_GET, &r)) {
+				if (errno == EAGAIN)
+					break;	// poll said readable, another file took it: fine
+				return finish(a, errno, "UPCALL_GET");
+			}
+			farpass_upcall_reply rep{};
+			rep.argsz = sizeof(rep);
+			rep.seq = r.seq;
+			uint32_t off = static_cast<uint32_t>(r.args[0]), size = static_cast<uint32_t>(r.args[1]);
+			switch (r.op) {
+			case FARPASS_UPCALL_CFG_READ:
+				if (off + size > 256 || (size != 1 && size != 2 && size != 4))
+					rep.error = -EINVAL;
+				else
+					rep.data[0] = devcfg.get(off, size);
+				std::fprintf(log, "%s %u %#x %u -> %#llx (seq %llu, %u ms left)\n", op_name(r.op), r.device_id,
+					     off, size, static_cast<unsigned long long>(rep.data[0]),
+					     static_cast<unsigned long long>(r.seq), r.timeout_ms);
+				break;
+			case FARPASS_UPCALL_CFG_WRITE:
+				if (off + size <= 256)
+					devcfg.put(off, static_cast<uint32_t>(r.args[2]), size);
+				std::fprintf(log, "%s %u %#x %u %#llx (seq %llu)\n", op_name(r.op), r.device_id, off, size,
+					     static_cast<unsigned long long>(r.args[2]), static_cast<unsigned long long>(r.seq));
+				break;
+			default:
+				std::fprintf(log, "%s %u instance %llu (seq %llu)\n", op_name(r.op), r.device_id,
+					     static_cast<unsigned long long>(r.args[0]), static_cast<unsigned long long>(r.seq));
+				if (r.op < FARPASS_UPCALL_BORROW || r.op > FARPASS_UPCALL_RESET)
+					rep.error = -EOPNOTSUPP;
+			}
+			std::fflush(log);
+			if (delay_ms)
+				usleep(delay_ms * 1000);
+			if (ioctl(fd, FARPASS_IOCTL_UPCALL_REPLY, &rep)) {
+				std::fprintf(log, "reply seq %llu: %s\n", static_cast<unsigned long long>(r.seq),
+					     strerrorname_np(errno));
+				std::fflush(log);
+			}
+		}
+	}
 }
 
 int run(const Args &a)
 {
 	if (a.action == "vfio-info")
 		return run_vfio_info(a);
+	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
+		return run_vfio_cfg(a, a.action == "vfio-dead");
 	int fd = open(a.str("dev", FARPASS_DEV_PATH).c_str(), O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return finish(a, errno, "open");
@@ -195,9 +477,22 @@ int run(const Args &a)
 	if (a.action == "upcall-get") {
 		farpass_upcall_req r{};
 		r.argsz = sizeof(r);
+		r.flags = a.has("nonblock") ? FARPASS_UPCALL_GET_F_NONBLOCK : 0;
+		r.wait_ms = static_cast<uint32_t>(a.num("wait-ms", 0));
 		int err = ioctl(fd, FARPASS_IOCTL_UPCALL_GET, &r) ? errno : 0;
+		return finish(a, err, err ? "" : "seq=" + std::to_string(r.seq) + " op=" + op_name(r.op));
+	}
+	if (a.action == "upcall-reply") {
+		farpass_upcall_reply r{};
+		r.argsz = sizeof(r);
+		r.flags = static_cast<uint32_t>(a.num("flags", 0));
+		r.seq = a.num("seq", 1);
+		r.error = static_cast<int32_t>(std::strtol(a.str("error", "0").c_str(), nullptr, 0));
+		int err = ioctl(fd, FARPASS_IOCTL_UPCALL_REPLY, &r) ? errno : 0;
 		return finish(a, err, "");
 	}
+	if (a.action == "agent")
+		return run_agent(a, fd);
 	std::fprintf(stderr, "unknown action %s\n", a.action.c_str());
 	return 2;
 }
@@ -216,7 +511,7 @@ int main(int argc, char **argv)
 		std::string_view s = argv[i];
 		if (s.starts_with("--")) {
 			std::string key(s.substr(2));
-			if (key == "no-version")
+			if (key == "no-version" || key == "nonblock")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];
