@@ -2,9 +2,11 @@
 // socket (root only), lease expiry once a second, SIGTERM/SIGINT for a clean stop. State is persisted on
 // every change, so stopping needs no flush and a restart finds every device and lease again.
 #include "auth.hpp"
+#include "borrower.hpp"
 #include "client.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "farpass_device.hpp"
 #include "lender.hpp"
 #include "methods.hpp"
 #include "session.hpp"
@@ -23,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <list>
@@ -40,20 +43,6 @@ void log_line(LogLevel level, const std::string &line)
 	// "<N>" is the sd-daemon priority prefix journald strips and records.
 	std::cerr << "<" << static_cast<int>(level) << ">" << line << std::endl;
 }
-
-// Until the kernel module's port exists, borrowing through the kernel is unavailable (lending works).
-class NoKernelPort final : public KernelPort {
-public:
-	void announce(const RemoteDevice &) override {}
-	void withdraw(const std::string &, const std::string &) override {}
-	int upcall_fd() const override { return -1; }
-	std::optional<Upcall> next_upcall() override { return std::nullopt; }
-	void complete(std::uint64_t, int, std::uint32_t) override {}
-	std::span<std::byte> outbound_window(const std::string &) override
-	{
-		throw AgentError(ErrorCode::system_error, ENODEV, "no NTB outbound window: /dev/farpass not connected");
-	}
-};
 
 int listen_tcp(const std::string &address)
 {
@@ -105,14 +94,22 @@ struct Connection {
 class Agent {
 public:
 	explicit Agent(const AgentConfig &config)
-		: config_(config), key_(ClusterKey::load(config.cluster_key)), store_(config.state_dir),
+		: config_(config), key_(ClusterKey::load(config.cluster_key)), kernel_(open_device_path(config.device)),
+		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
 		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms),
 		  context_{config.host, lender_, clock_.now_ms(), config.peers,
 			   [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
 				   return call_peer(peer, method, params);
 			   }},
-		  dispatcher_(method_table(context_))
+		  dispatcher_(method_table(context_)),
+		  borrower_(kernel_, clock_, borrower_store_, config.peers,
+			    [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
+				    return call_peer(peer, method, params);
+			    },
+			    log_line, config.poll_ms)
 	{
+		context_.borrower = &borrower_;
+		borrower_.restore();
 		for (const std::string &gone : lender_.restore())
 			log_line(LogLevel::warning, gone + " is no longer on this host; forgotten");
 		for (const auto &[address, device] : lender_.devices())
@@ -144,9 +141,11 @@ public:
 	{
 		for (;;) {
 			std::vector<pollfd> fds = {{signals_, POLLIN, 0}, {tcp_, POLLIN, 0}, {unix_, POLLIN, 0}};
+			const int upcalls = kernel_.upcall_fd();
+			fds.push_back({upcalls, POLLIN, 0}); // ignored by poll while -1
 			for (const Connection &connection : connections_)
 				fds.push_back({connection.fd, short(POLLIN | (connection.outgoing.empty() ? 0 : POLLOUT)), 0});
-			if (::poll(fds.data(), fds.size(), tick_ms) < 0 && errno != EINTR)
+			if (::poll(fds.data(), fds.size(), next_tick_in()) < 0 && errno != EINTR)
 				throw_system_error("poll");
 			if (fds[0].revents) {
 				log_line(LogLevel::info, "stopping on signal");
@@ -156,18 +155,30 @@ public:
 				accept_connection(tcp_, Principal::peer);
 			if (fds[2].revents)
 				accept_connection(unix_, Principal::local_admin);
+			if (fds[3].revents & POLLIN)
+				borrower_.serve_upcalls();
 			auto connection = connections_.begin();
-			for (std::size_t i = 3; i < fds.size(); i++, connection++)
+			for (std::size_t i = 4; i < fds.size(); i++, connection++)
 				serve(*connection, fds[i].revents);
 			reap_connections();
-			for (const ExpiredLease &expired : lender_.expire_due())
-				log_line(LogLevel::warning, "lease of " + expired.pci_address + " by " +
-								    expired.lease.borrower +
-								    " expired: device unmapped, reset and free");
+			if (clock_.now_ms() >= next_tick_ms_) {
+				next_tick_ms_ = clock_.now_ms() + tick_ms;
+				for (const ExpiredLease &expired : lender_.expire_due())
+					log_line(LogLevel::warning, "lease of " + expired.pci_address + " by " +
+									    expired.lease.borrower +
+									    " expired: device unmapped, reset and free");
+				borrower_.tick();
+			}
 		}
 	}
 
 private:
+	int next_tick_in() const
+	{
+		const std::int64_t left = next_tick_ms_ - clock_.now_ms();
+		return static_cast<int>(std::clamp<std::int64_t>(left, 0, tick_ms));
+	}
+
 	nlohmann::json call_peer(const PeerAddress &peer, std::string_view method, const nlohmann::json &params)
 	{
 		SocketTransport transport = SocketTransport::connect_tcp(peer.address, peer_timeout_ms);
@@ -250,11 +261,14 @@ private:
 	SystemClock clock_;
 	Sysfs sysfs_;
 	LinuxVfio vfio_;
-	NoKernelPort kernel_;
+	FarpassKernelPort kernel_;
 	StateStore store_;
+	StateStore borrower_store_;
 	Lender lender_;
 	AgentContext context_;
 	Dispatcher dispatcher_;
+	Borrower borrower_;
+	std::int64_t next_tick_ms_ = 0;
 	std::list<Connection> connections_;
 	int tcp_ = -1, unix_ = -1, signals_ = -1;
 };

@@ -117,6 +117,13 @@ void print_text(std::ostream &out, std::string_view command, const json &result)
 		    << "lent:     " << result.at("devices_lent") << " device(s), " << result.at("devices_borrowed")
 		    << " borrowed\n"
 		    << "peers:    " << (peers.empty() ? "none" : peers) << "\n";
+		const json remote = result.value("remote_devices", json::array());
+		out << "remote:   " << remote.size() << " device(s) announced to this host's kernel\n";
+		for (const json &device : remote)
+			out << "  " << device.at("lender").get<std::string>() << " " << device.at("pci").get<std::string>()
+			    << " id " << device.at("id") << " on NTB " << device.at("ntb").get<std::string>()
+			    << (device.at("announced").get<bool>() ? "" : " (not announced)")
+			    << (device.at("borrowed").get<bool>() ? ", borrowed by this host" : "") << "\n";
 	}
 }
 

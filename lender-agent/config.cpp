@@ -42,7 +42,7 @@ AgentConfig parse_config(std::string_view text)
 		throw AgentError(ErrorCode::invalid_params, "config: not a JSON object");
 	for (const auto &[key, value] : config.items())
 		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&
-		    key != "cluster_key" && key != "lease_ms" && key != "peers")
+		    key != "cluster_key" && key != "lease_ms" && key != "peers" && key != "poll_ms" && key != "device")
 			throw AgentError(ErrorCode::invalid_params, "config: unknown key \"" + key + "\"");
 	AgentConfig result;
 	result.host = field<std::string>(config, "host", "");
@@ -55,11 +55,20 @@ AgentConfig parse_config(std::string_view text)
 	result.lease_ms = field(config, "lease_ms", result.lease_ms);
 	if (result.lease_ms < 1000)
 		throw AgentError(ErrorCode::invalid_params, "config: \"lease_ms\" must be at least 1000");
+	result.poll_ms = field(config, "poll_ms", result.poll_ms);
+	if (result.poll_ms < 100)
+		throw AgentError(ErrorCode::invalid_params, "config: \"poll_ms\" must be at least 100");
+	result.device = field(config, "device", result.device);
 	for (const json &peer : field(config, "peers", json::array())) {
+		if (!peer.is_object())
+			throw AgentError(ErrorCode::invalid_params, "config: each peer is an object");
+		for (const auto &[key, value] : peer.items())
+			if (key != "host" && key != "address" && key != "ntb")
+				throw AgentError(ErrorCode::invalid_params, "config: unknown peer key \"" + key + "\"");
 		const std::string host = field<std::string>(peer, "host", ""), address = field<std::string>(peer, "address", "");
 		if (host.empty() || address.empty())
 			throw AgentError(ErrorCode::invalid_params, "config: each peer needs \"host\" and \"address\"");
-		result.peers.push_back({host, address});
+		result.peers.push_back({host, address, field<std::string>(peer, "ntb", "")});
 	}
 	return result;
 }

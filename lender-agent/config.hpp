@@ -18,6 +18,8 @@ struct AgentConfig {
 	std::filesystem::path state_dir = "/var/lib/farpass";
 	std::filesystem::path cluster_key = "/etc/farpass/cluster.key";
 	std::int64_t lease_ms = 10'000;
+	std::int64_t poll_ms = 5'000; // how often a borrower asks its lenders for their devices
+	std::string device = "/dev/farpass";
 	std::vector<PeerAddress> peers;
 };
 

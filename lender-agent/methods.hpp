@@ -18,7 +18,10 @@ namespace farpass::agent {
 struct PeerAddress {
 	std::string host;
 	std::string address; // "host:port"
+	std::string ntb = {}; // this host's NTB to that peer ("0000:00:0a.0"): borrow its devices; "" = don't
 };
+
+class Borrower;
 
 // Calls a method on another agent; throws AgentError (peer_unreachable, timed_out, or the peer's error).
 using PeerCaller =
@@ -31,6 +34,7 @@ struct AgentContext {
 	std::int64_t started_at_ms;
 	std::vector<PeerAddress> peers;
 	PeerCaller call_peer;
+	const Borrower *borrower = nullptr; // this host's borrower side, for cluster.status
 };
 
 std::vector<Method> method_table(AgentContext &agent);

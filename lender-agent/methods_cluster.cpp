@@ -1,4 +1,5 @@
 // Handlers for the cluster view and this agent's status.
+#include "borrower.hpp"
 #include "methods.hpp"
 
 namespace farpass::agent::handlers {
@@ -24,7 +25,7 @@ json cluster_status(AgentContext &agent, const json &, const CallContext &)
 {
 	json peers = json::array();
 	for (const PeerAddress &peer : agent.peers)
-		peers.push_back({{"host", peer.host}, {"address", peer.address}});
+		peers.push_back({{"host", peer.host}, {"address", peer.address}, {"ntb", peer.ntb.empty() ? json() : json(peer.ntb)}});
 	std::size_t borrowed = 0;
 	for (const auto &[address, device] : agent.lender.devices())
 		borrowed += device.lease.has_value();
@@ -34,7 +35,8 @@ json cluster_status(AgentContext &agent, const json &, const CallContext &)
 		{"lease_ms", agent.lender.lease_ms()},
 		{"devices_lent", agent.lender.devices().size()},
 		{"devices_borrowed", borrowed},
-		{"peers", peers}};
+		{"peers", peers},
+		{"remote_devices", agent.borrower ? agent.borrower->view() : json::array()}};
 }
 
 } // namespace farpass::agent::handlers

@@ -19,7 +19,12 @@ json device_view(const AgentContext &agent, const LentDevice &device)
 		     {"pci", device.pci_address},
 		     {"vendor", device.info.vendor},
 		     {"device", device.info.device},
+		     {"subsystem_vendor", device.info.subsystem_vendor},
+		     {"subsystem_device", device.info.subsystem_device},
+		     {"class", device.info.class_code},
+		     {"revision", device.info.revision},
 		     {"bar_sizes", device.info.bar_sizes},
+		     {"bar_flags", device.info.bar_flags},
 		     {"borrower", nullptr}};
 	if (device.lease)
 		view["borrower"] = device.lease->borrower;

@@ -37,8 +37,8 @@ void fsync_path(const std::filesystem::path &path, int flags)
 
 } // namespace
 
-StateStore::StateStore(std::filesystem::path directory)
-	: directory_(std::move(directory)), file_(directory_ / "state.json")
+StateStore::StateStore(std::filesystem::path directory, std::string name)
+	: directory_(std::move(directory)), file_(directory_ / name), temporary_(directory_ / (name + ".tmp"))
 {
 }
 
@@ -56,7 +56,7 @@ std::optional<nlohmann::json> StateStore::load() const
 
 void StateStore::save(const nlohmann::json &state) const
 {
-	const std::filesystem::path temporary = directory_ / "state.json.tmp";
+	const std::filesystem::path &temporary = temporary_;
 	const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		throw_system_error("creating " + temporary.string());

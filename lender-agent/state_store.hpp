@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -10,7 +11,9 @@ namespace farpass::agent {
 
 class StateStore {
 public:
-	explicit StateStore(std::filesystem::path directory);
+	// The file is <directory>/<name> (state.json for the lender's devices and leases, borrower.json for
+	// the borrower's announced devices).
+	explicit StateStore(std::filesystem::path directory, std::string name = "state.json");
 
 	std::optional<nlohmann::json> load() const;
 	// Writes a temporary file, fsyncs it, renames it over the old state and fsyncs the directory: a crash
@@ -20,6 +23,7 @@ public:
 private:
 	std::filesystem::path directory_;
 	std::filesystem::path file_;
+	std::filesystem::path temporary_;
 };
 
 } // namespace farpass::agent

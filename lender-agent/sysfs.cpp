@@ -1,6 +1,7 @@
 #include "sysfs.hpp"
 
 #include "errors.hpp"
+#include "kernel_port.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,8 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int bar_count = 6;
-
 std::uint64_t read_hex(const fs::path &file)
 {
 	std::ifstream in(file);
@@ -23,6 +22,17 @@ std::uint64_t read_hex(const fs::path &file)
 		throw AgentError(ErrorCode::system_error, EIO, "cannot read " + file.string());
 	return value;
 }
+
+// Attributes older test trees (and some kernels) may lack: 0 when absent.
+std::uint64_t read_hex_or_zero(const fs::path &file)
+{
+	return fs::exists(file) ? read_hex(file) : 0;
+}
+
+// include/linux/ioport.h
+constexpr std::uint64_t ioresource_io = 0x100;
+constexpr std::uint64_t ioresource_prefetch = 0x2000;
+constexpr std::uint64_t ioresource_mem_64 = 0x100000;
 
 std::string link_name(const fs::path &link)
 {
@@ -51,13 +61,22 @@ PciDeviceInfo Sysfs::pci_device(const std::string &address) const
 	PciDeviceInfo info;
 	info.vendor = static_cast<std::uint16_t>(read_hex(dir / "vendor"));
 	info.device = static_cast<std::uint16_t>(read_hex(dir / "device"));
+	info.subsystem_vendor = static_cast<std::uint16_t>(read_hex_or_zero(dir / "subsystem_vendor"));
+	info.subsystem_device = static_cast<std::uint16_t>(read_hex_or_zero(dir / "subsystem_device"));
+	info.class_code = static_cast<std::uint32_t>(read_hex_or_zero(dir / "class"));
+	info.revision = static_cast<std::uint8_t>(read_hex_or_zero(dir / "revision"));
 	// "resource" has one "start end flags" line per resource; the first six are the BARs.
 	std::ifstream resource(dir / "resource");
-	for (int bar = 0; bar < bar_count; bar++) {
+	for (std::size_t bar = 0; bar < bar_count; bar++) {
 		std::uint64_t start = 0, end = 0, flags = 0;
 		if (!(resource >> std::hex >> start >> end >> flags))
 			throw AgentError(ErrorCode::system_error, EIO, "cannot parse " + (dir / "resource").string());
-		info.bar_sizes.push_back(end > start ? end - start + 1 : 0);
+		const std::uint64_t size = end > start ? end - start + 1 : 0;
+		info.bar_sizes.push_back(size);
+		info.bar_flags.push_back(size == 0 ? 0
+						   : (flags & ioresource_io ? bar_io : 0) |
+							     (flags & ioresource_mem_64 ? bar_mem64 : 0) |
+							     (flags & ioresource_prefetch ? bar_prefetch : 0));
 	}
 	const std::string group = link_name(dir / "iommu_group");
 	if (group.empty())

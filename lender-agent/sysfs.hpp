@@ -12,7 +12,12 @@ namespace farpass::agent {
 struct PciDeviceInfo {
 	std::uint16_t vendor = 0;
 	std::uint16_t device = 0;
+	std::uint16_t subsystem_vendor = 0;
+	std::uint16_t subsystem_device = 0;
+	std::uint32_t class_code = 0; // base << 16 | sub << 8 | prog-if
+	std::uint8_t revision = 0;
 	std::vector<std::uint64_t> bar_sizes; // BARs 0-5, 0 where unimplemented
+	std::vector<std::uint32_t> bar_flags; // bar_io, bar_mem64, bar_prefetch (kernel_port.hpp)
 	int iommu_group = -1;
 	std::string driver; // empty when unbound
 };

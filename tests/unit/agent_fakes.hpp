@@ -72,10 +72,18 @@ public:
 	explicit SysfsTree(const fs::path &root) : root_(root) { write_file(root_ / "sys/bus/pci/drivers_probe", ""); }
 
 	void add_device(const std::string &address, std::uint16_t vendor, std::uint16_t device,
-			const std::array<std::uint64_t, 6> &bar_sizes, int iommu_group, const std::string &driver)
+			const std::array<std::uint64_t, 6> &bar_sizes, int iommu_group, const std::string &driver,
+			std::uint32_t class_code = 0x010802)
 	{
 		const fs::path dir = root_ / "sys/bus/pci/devices" / address;
 		char hex[16];
+		std::snprintf(hex, sizeof(hex), "0x%06x\n", class_code);
+		write_file(dir / "class", hex);
+		std::snprintf(hex, sizeof(hex), "0x%04x\n", 0x1af4);
+		write_file(dir / "subsystem_vendor", hex);
+		std::snprintf(hex, sizeof(hex), "0x%04x\n", 0x1100);
+		write_file(dir / "subsystem_device", hex);
+		write_file(dir / "revision", "0x02\n");
 		std::snprintf(hex, sizeof(hex), "0x%04x\n", vendor);
 		write_file(dir / "vendor", hex);
 		std::snprintf(hex, sizeof(hex), "0x%04x\n", device);
@@ -170,16 +178,54 @@ public:
 	std::set<std::string> failing;
 };
 
+// The kernel's borrower side as the agent sees it: announced ids, withdrawals (with EBUSY and PENDING
+// on demand), an upcall queue and the replies to it.
 class FakeKernelPort final : public KernelPort {
 public:
-	void announce(const RemoteDevice &device) override { announced.push_back(device); }
-	void withdraw(const std::string &, const std::string &) override {}
+	bool available() override { return loaded; }
+	std::string unavailable_reason() const override { return loaded ? "" : "opening /dev/farpass: ENOENT"; }
+	bool announce(const RemoteDevice &device) override
+	{
+		if (!loaded)
+			throw AgentError(ErrorCode::system_error, ENODEV, "/dev/farpass is gone");
+		if (fail_announce)
+			throw AgentError(ErrorCode::system_error, fail_announce, "ANNOUNCE_DEVICE failed");
+		if (announced.count(device.id))
+			throw AgentError(ErrorCode::system_error, EEXIST, "ANNOUNCE_DEVICE: EEXIST");
+		announced[device.id] = device;
+		announce_calls++;
+		return pending;
+	}
+	bool withdraw(std::uint32_t id) override
+	{
+		if (busy.count(id))
+			throw AgentError(ErrorCode::system_error, EBUSY, "WITHDRAW_DEVICE: EBUSY");
+		if (!announced.erase(id))
+			throw AgentError(ErrorCode::system_error, ENOENT, "WITHDRAW_DEVICE: ENOENT");
+		withdrawn.push_back(id);
+		return pending;
+	}
 	int upcall_fd() const override { return -1; }
-	std::optional<Upcall> next_upcall() override { return std::nullopt; }
-	void complete(std::uint64_t, int, std::uint32_t) override {}
+	std::optional<Upcall> next_upcall() override
+	{
+		if (upcalls.empty())
+			return std::nullopt;
+		Upcall upcall = upcalls.front();
+		upcalls.erase(upcalls.begin());
+		return upcall;
+	}
+	void complete(std::uint64_t seq, const UpcallReply &reply) override { replies[seq] = reply; }
 	std::span<std::byte> outbound_window(const std::string &) override { return window; }
 
-	std::vector<RemoteDevice> announced;
+	bool loaded = true;
+	bool pending = false;
+	int fail_announce = 0;
+	int announce_calls = 0;
+	std::map<std::uint32_t, RemoteDevice> announced;
+	std::vector<std::uint32_t> withdrawn;
+	std::set<std::uint32_t> busy;
+	std::vector<Upcall> upcalls;
+	std::map<std::uint64_t, UpcallReply> replies;
 	std::vector<std::byte> window = std::vector<std::byte>(1 << 20);
 };
 
@@ -213,7 +259,7 @@ struct AgentFixture {
 		  store((fs::create_directories(dir.path() / "state"), dir.path() / "state"))
 	{
 		tree.add_device(nvme_address, 0x8086, 0x5845, {0x4000, 0, 0, 0, 0, 0}, 7, "nvme");
-		tree.add_device(nic_address, 0x1af4, 0x1041, {0x1000, 0x1000, 0, 0, 0x4000, 0}, 8, "");
+		tree.add_device(nic_address, 0x1af4, 0x1041, {0x1000, 0x1000, 0, 0, 0x4000, 0}, 8, "", 0x020000);
 		make_agent(lease_ms, std::move(host));
 	}
 

@@ -63,3 +63,21 @@ TEST_CASE("unknown keys, wrong types, short leases and incomplete peers are erro
 	CHECK(error_of("[1]") == "config: not a JSON object");
 	CHECK(error_of("{") == "config: not a JSON object");
 }
+
+TEST_CASE("borrowing: a peer's ntb, poll_ms and the device path")
+{
+	const AgentConfig config = parse_config(R"({"host": "borrower1", "poll_ms": 2000, "device": "/tmp/fp",
+		"peers": [{"host": "lender", "address": "10.99.0.1:7450", "ntb": "0000:00:0a.0"},
+			  {"host": "borrower2", "address": "10.99.0.3:7450"}]})");
+	CHECK(config.poll_ms == 2000);
+	CHECK(config.device == "/tmp/fp");
+	REQUIRE(config.peers.size() == 2);
+	CHECK(config.peers[0].ntb == "0000:00:0a.0");
+	CHECK(config.peers[1].ntb.empty());
+	CHECK(parse_config("{}").poll_ms == 5000);
+	CHECK(parse_config("{}").device == "/dev/farpass");
+	CHECK(error_of(R"({"poll_ms": 10})") == "config: \"poll_ms\" must be at least 100");
+	CHECK(error_of(R"({"peers": [{"host": "a", "address": "b:1", "nbt": "x"}]})") ==
+	      "config: unknown peer key \"nbt\"");
+	CHECK(error_of(R"({"peers": ["a"]})") == "config: each peer is an object");
+}

@@ -16,14 +16,14 @@ sources=()
 for f in "$top"/lender-agent/*.cpp; do
 	case ${f##*/} in agent_main.cpp | farpassctl.cpp | vfio_linux.cpp) ;; *) sources+=("$f") ;; esac
 done
-inputs=("${sources[@]}" "$top"/lender-agent/*.hpp "$top"/tests/unit/agent_fakes.hpp "$top"/tests/fuzz/fuzz_agent_dispatch.cpp)
+inputs=("${sources[@]}" "$top"/lender-agent/*.hpp "$top"/include/uapi/farpass.h "$top"/tests/unit/agent_fakes.hpp "$top"/tests/fuzz/fuzz_agent_dispatch.cpp)
 stamp=$(cat "${inputs[@]}" | sha256sum | cut -c1-16)
 fuzzer=$out/fuzz_agent_dispatch
 if [ "$(cat "$fuzzer.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$fuzzer" ]; then
 	echo "building $fuzzer"
 	nice clang++ -std=c++20 -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-I"$top/lender-agent" -I"$top/tests/unit" \
+		-I"$top/lender-agent" -I"$top/tests/unit" -I"$top/include" \
 		"$top/tests/fuzz/fuzz_agent_dispatch.cpp" "${sources[@]}" -lcrypto -o "$fuzzer"
 	echo "$stamp" >"$fuzzer.stamp"
 fi

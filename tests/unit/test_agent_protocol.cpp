@@ -155,7 +155,12 @@ TEST_CASE("device.lend and device.unlend: results and error codes")
 					 {"pci", nvme_address},
 					 {"vendor", 0x8086},
 					 {"device", 0x5845},
+					 {"subsystem_vendor", 0x1af4},
+					 {"subsystem_device", 0x1100},
+					 {"class", 0x010802},
+					 {"revision", 2},
 					 {"bar_sizes", {0x4000, 0, 0, 0, 0, 0}},
+					 {"bar_flags", {0, 0, 0, 0, 0, 0}},
 					 {"borrower", nullptr}});
 	CHECK(error_code(agent.call("device.lend", {{"pci", nvme_address}})) == code(ErrorCode::already_lent));
 	CHECK(error_code(agent.call("device.lend", {{"pci", "0000:09:00.0"}})) == code(ErrorCode::no_such_device));
@@ -263,6 +268,7 @@ TEST_CASE("cluster.status and cluster.devices")
 									     {"uptime_s", 61},
 									     {"lease_ms", 10'000},
 									     {"devices_lent", 1},
+									     {"remote_devices", json::array()},
 									     {"devices_borrowed", 0},
 									     {"peers", json::array()}});
 

@@ -1,0 +1,413 @@
+#include "borrower.hpp"
+
+#include "errors.hpp"
+#include "pci_address.hpp"
+
+#include <cerrno>
+#include <set>
+
+namespace farpass::agent {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int state_version = 1;
+constexpr std::int64_t retry_ms = 1000; // a renew that could not reach the lender is retried this soon
+
+std::string key_of(const std::string &lender_host, const std::string &pci_address)
+{
+	return lender_host + "/" + pci_address;
+}
+
+template <typename T, std::size_t N> std::array<T, N> array_of(const json &values)
+{
+	std::array<T, N> result{};
+	for (std::size_t i = 0; i < N && i < values.size(); i++)
+		result[i] = values[i].get<T>();
+	return result;
+}
+
+json device_json(const AnnouncedDevice &entry)
+{
+	const RemoteDevice &d = entry.device;
+	json state = {{"lender", d.lender_host},
+		      {"pci", d.pci_address},
+		      {"ntb", d.ntb},
+		      {"id", d.id},
+		      {"vendor", d.vendor},
+		      {"device", d.device},
+		      {"subsystem_vendor", d.subsystem_vendor},
+		      {"subsystem_device", d.subsystem_device},
+		      {"class", d.class_code},
+		      {"revision", d.revision},
+		      {"bar_sizes", d.bar_sizes},
+		      {"bar_flags", d.bar_flags},
+		      {"announced", entry.announced},
+		      {"withdrawing", entry.withdrawing},
+		      {"lease", nullptr}};
+	if (entry.lease)
+		state["lease"] = {{"id", entry.lease->id}, {"lease_ms", entry.lease->lease_ms}};
+	return state;
+}
+
+// A lender's device view (docs/agent-protocol.md, "Devices") as the kernel wants it.
+RemoteDevice remote_device(const json &view, const PeerAddress &peer, std::uint32_t id)
+{
+	RemoteDevice d;
+	d.id = id;
+	d.lender_host = peer.host;
+	d.pci_address = canonical_pci_address(view.at("pci").get<std::string>());
+	d.ntb = peer.ntb;
+	d.vendor = view.at("vendor");
+	d.device = view.at("device");
+	d.subsystem_vendor = view.value("subsystem_vendor", 0);
+	d.subsystem_device = view.value("subsystem_device", 0);
+	d.class_code = view.value("class", 0);
+	d.revision = view.value("revision", 0);
+	d.bar_sizes = array_of<std::uint64_t, bar_count>(view.at("bar_sizes"));
+	d.bar_flags = array_of<std::uint32_t, bar_count>(view.value("bar_flags", json::array()));
+	return d;
+}
+
+} // namespace
+
+std::uint32_t stable_device_id(const std::string &lender_host, const std::string &pci_address)
+{
+	std::uint32_t hash = 2166136261u; // FNV-1a
+	for (const unsigned char c : key_of(lender_host, pci_address)) {
+		hash ^= c;
+		hash *= 16777619u;
+	}
+	return hash & 0x7fffffffu;
+}
+
+Borrower::Borrower(KernelPort &kernel, const Clock &clock, const StateStore &store, std::vector<PeerAddress> peers,
+		   PeerCaller call_peer, LogSink log, std::int64_t poll_ms)
+	: kernel_(kernel), clock_(clock), store_(store), peers_(std::move(peers)), call_peer_(std::move(call_peer)),
+	  log_(std::move(log)), poll_ms_(poll_ms)
+{
+	// Until the port is seen available, everything restored must be announced again (idempotently).
+	kernel_was_available_ = false;
+}
+
+void Borrower::restore()
+{
+	const auto state = store_.load();
+	if (!state)
+		return;
+	if (state->value("version", 0) != state_version)
+		throw AgentError(ErrorCode::internal_error, "borrower state file has version " +
+								    state->value("version", json()).dump() +
+								    ", this agent reads " + std::to_string(state_version));
+	try {
+		for (const auto &[key, id] : state->at("ids").items())
+			ids_[key] = id.get<std::uint32_t>();
+		const std::int64_t now = clock_.now_ms();
+		for (const json &saved : state->at("devices")) {
+			AnnouncedDevice entry;
+			RemoteDevice &d = entry.device;
+			d.lender_host = saved.at("lender");
+			d.pci_address = saved.at("pci");
+			d.ntb = saved.at("ntb");
+			d.id = saved.at("id");
+			d.vendor = saved.at("vendor");
+			d.device = saved.at("device");
+			d.subsystem_vendor = saved.at("subsystem_vendor");
+			d.subsystem_device = saved.at("subsystem_device");
+			d.class_code = saved.at("class");
+			d.revision = saved.at("revision");
+			d.bar_sizes = array_of<std::uint64_t, bar_count>(saved.at("bar_sizes"));
+			d.bar_flags = array_of<std::uint32_t, bar_count>(saved.at("bar_flags"));
+			entry.announced = saved.at("announced");
+			entry.withdrawing = saved.at("withdrawing");
+			if (!saved.at("lease").is_null()) // renewed at once: the restart may have taken a while
+				entry.lease = BorrowedLease{saved["lease"].at("id"), saved["lease"].at("lease_ms"), now};
+			devices_.emplace(key_of(d.lender_host, d.pci_address), std::move(entry));
+		}
+	} catch (const json::exception &e) {
+		throw AgentError(ErrorCode::internal_error, std::string("malformed borrower state file: ") + e.what());
+	}
+}
+
+void Borrower::tick()
+{
+	const std::int64_t now = clock_.now_ms();
+	if (now >= next_poll_ms_) {
+		next_poll_ms_ = now + poll_ms_;
+		refresh();
+	} else {
+		reconcile();
+	}
+	renew_due();
+}
+
+void Borrower::refresh()
+{
+	for (const PeerAddress &peer : peers_) {
+		if (peer.ntb.empty())
+			continue;
+		try {
+			refresh_peer(peer);
+		} catch (const std::exception &e) {
+			// Its devices stay announced: a lender that is briefly unreachable is not a withdrawal.
+			log_(LogLevel::warning, "borrower: cannot list " + peer.host + "'s devices: " + e.what());
+		}
+	}
+	reconcile();
+}
+
+void Borrower::refresh_peer(const PeerAddress &peer)
+{
+	const json reply = call_peer_(peer, "device.list", json::object());
+	std::set<std::string> listed;
+	bool changed = false;
+	for (const json &view : reply.at("devices")) {
+		if (view.value("host", peer.host) != peer.host)
+			log_(LogLevel::warning, "borrower: peer " + peer.host + " calls itself " +
+							view.value("host", "") + "; its devices are announced as " + peer.host +
+							"'s");
+		const std::string address = canonical_pci_address(view.at("pci").get<std::string>());
+		const std::string key = key_of(peer.host, address);
+		listed.insert(key);
+		if (devices_.count(key))
+			continue; // already known (or being withdrawn: announced again once that is done)
+		auto id = ids_.find(key);
+		if (id == ids_.end())
+			id = ids_.emplace(key, allocate_id(peer.host, address)).first;
+		AnnouncedDevice entry;
+		entry.device = remote_device(view, peer, id->second);
+		devices_.emplace(key, std::move(entry));
+		log_(LogLevel::info, "borrower: " + peer.host + " lends " + address + " (id " + std::to_string(id->second) + ")");
+		changed = true;
+	}
+	for (auto &[key, entry] : devices_) {
+		if (entry.device.lender_host != peer.host || entry.withdrawing || listed.count(key))
+			continue;
+		log_(LogLevel::info, "borrower: " + peer.host + " no longer lends " + entry.device.pci_address +
+					     "; withdrawing id " + std::to_string(entry.device.id));
+		entry.withdrawing = true;
+		entry.lease.reset(); // the lender ended it when it unlent the device
+		changed = true;
+	}
+	if (changed)
+		persist();
+}
+
+void Borrower::reconcile()
+{
+	if (devices_.empty())
+		return;
+	if (!kernel_.available()) {
+		if (kernel_was_available_)
+			log_(LogLevel::warning, "borrower: /dev/farpass unavailable: " + kernel_.unavailable_reason());
+		kernel_was_available_ = false;
+		return;
+	}
+	if (!kernel_was_available_) {
+		// A new file (agent or module restart): announce everything again; EEXIST means it survived.
+		for (auto &[key, entry] : devices_)
+			if (!entry.withdrawing)
+				entry.announced = false;
+		kernel_was_available_ = true;
+	}
+	bool changed = false;
+	for (auto entry = devices_.begin(); entry != devices_.end();) {
+		AnnouncedDevice &d = entry->second;
+		const std::string what = d.device.lender_host + " " + d.device.pci_address + " (id " +
+					 std::to_string(d.device.id) + ")";
+		try {
+			if (d.withdrawing) {
+				if (d.announced) {
+					try {
+						const bool pending = kernel_.withdraw(d.device.id);
+						log_(LogLevel::info, "borrower: withdrew " + what +
+									     (pending ? " (the type goes when the NTB's instances do)" : ""));
+					} catch (const AgentError &e) {
+						if (e.error_number() != ENOENT)
+							throw;
+					}
+				}
+				entry = devices_.erase(entry);
+				changed = true;
+				continue;
+			}
+			if (!d.announced) {
+				try {
+					const bool pending = kernel_.announce(d.device);
+					log_(LogLevel::info, "borrower: announced " + what + " on NTB " + d.device.ntb +
+								     (pending ? " (deferred until the NTB has no instance)" : ""));
+				} catch (const AgentError &e) {
+					if (e.error_number() != EEXIST) // ours, from before a restart
+						throw;
+				}
+				d.announced = true;
+				d.last_error.clear();
+				changed = true;
+			}
+		} catch (const AgentError &e) {
+			if (d.last_error != e.what())
+				log_(LogLevel::warning, std::string("borrower: ") + e.what());
+			d.last_error = e.what();
+		}
+		++entry;
+	}
+	if (changed)
+		persist();
+}
+
+void Borrower::renew_due()
+{
+	const std::int64_t now = clock_.now_ms();
+	for (auto &[key, entry] : devices_) {
+		if (!entry.lease || now < entry.lease->renew_at_ms)
+			continue;
+		try {
+			const json reply = call_lender(entry, "lease.renew",
+						       {{"pci", entry.device.pci_address}, {"lease", entry.lease->id}});
+			entry.lease->renew_at_ms = now + entry.lease->lease_ms / 3;
+		} catch (const AgentError &e) {
+			if (e.code() == ErrorCode::no_such_lease || e.code() == ErrorCode::no_such_device) {
+				log_(LogLevel::warning, "borrower: lease on " + key + " is lost: " + e.what());
+				entry.lease.reset();
+				persist();
+			} else {
+				log_(LogLevel::warning, "borrower: renewing the lease on " + key + ": " + e.what());
+				entry.lease->renew_at_ms = now + retry_ms;
+			}
+		}
+	}
+}
+
+void Borrower::serve_upcalls()
+{
+	try {
+		while (const auto upcall = kernel_.next_upcall())
+			kernel_.complete(upcall->seq, handle(*upcall));
+	} catch (const AgentError &e) {
+		log_(LogLevel::warning, std::string("borrower: upcall: ") + e.what());
+	}
+}
+
+UpcallReply Borrower::handle(const Upcall &upcall)
+{
+	UpcallReply reply;
+	AnnouncedDevice *device = by_id(upcall.device_id);
+	if (!device || device->withdrawing) {
+		reply.error = -ENODEV;
+		return reply;
+	}
+	const std::string &pci = device->device.pci_address;
+	try {
+		const auto lease_id = [&]() -> std::string {
+			if (!device->lease)
+				throw AgentError(ErrorCode::no_such_lease, "id " + std::to_string(upcall.device_id) + " is not borrowed");
+			return device->lease->id;
+		};
+		switch (static_cast<UpcallOp>(upcall.op)) {
+		case UpcallOp::borrow: {
+			const json result = call_lender(*device, "lease.acquire", {{"pci", pci}});
+			const std::int64_t lease_ms = result.at("lease_ms");
+			device->lease = BorrowedLease{result.at("lease"), lease_ms, clock_.now_ms() + lease_ms / 3};
+			persist();
+			log_(LogLevel::info, "borrower: borrowed " + key_of(device->device.lender_host, pci));
+			break;
+		}
+		case UpcallOp::give_back:
+			if (device->lease) {
+				try {
+					call_lender(*device, "lease.release", {{"pci", pci}, {"lease", device->lease->id}});
+				} catch (const AgentError &e) {
+					if (e.code() != ErrorCode::no_such_lease) // already over: returned all the same
+						throw;
+				}
+				device->lease.reset();
+				persist();
+				log_(LogLevel::info, "borrower: gave back " + key_of(device->device.lender_host, pci));
+			}
+			break;
+		case UpcallOp::config_read:
+			reply.data[0] = call_lender(*device, "device.read_config",
+						    {{"pci", pci}, {"lease", lease_id()}, {"offset", upcall.args[0]},
+						     {"width", upcall.args[1]}})
+						.at("value")
+						.get<std::uint32_t>();
+			break;
+		case UpcallOp::config_write:
+			call_lender(*device, "device.write_config",
+				    {{"pci", pci}, {"lease", lease_id()}, {"offset", upcall.args[0]},
+				     {"width", upcall.args[1]}, {"value", upcall.args[2]}});
+			break;
+		case UpcallOp::reset:
+			call_lender(*device, "device.reset", {{"pci", pci}, {"lease", lease_id()}});
+			break;
+		default:
+			reply.error = -EOPNOTSUPP;
+			break;
+		}
+	} catch (const AgentError &e) {
+		log_(LogLevel::warning, "borrower: upcall " + std::to_string(upcall.op) + " on id " +
+						std::to_string(upcall.device_id) + ": " + e.what());
+		reply.error = -(e.error_number() ? e.error_number() : EIO);
+	} catch (const std::exception &e) {
+		log_(LogLevel::warning, std::string("borrower: upcall: malformed reply: ") + e.what());
+		reply.error = -EIO;
+	}
+	return reply;
+}
+
+json Borrower::view() const
+{
+	json devices = json::array();
+	for (const auto &[key, entry] : devices_)
+		devices.push_back({{"lender", entry.device.lender_host},
+				   {"pci", entry.device.pci_address},
+				   {"id", entry.device.id},
+				   {"ntb", entry.device.ntb},
+				   {"announced", entry.announced && !entry.withdrawing},
+				   {"borrowed", entry.lease.has_value()}});
+	return devices;
+}
+
+AnnouncedDevice *Borrower::by_id(std::uint32_t id)
+{
+	for (auto &[key, entry] : devices_)
+		if (entry.device.id == id)
+			return &entry;
+	return nullptr;
+}
+
+const PeerAddress &Borrower::lender_of(const AnnouncedDevice &device) const
+{
+	for (const PeerAddress &peer : peers_)
+		if (peer.host == device.device.lender_host)
+			return peer;
+	throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
+			 device.device.lender_host + " is not a configured peer");
+}
+
+json Borrower::call_lender(const AnnouncedDevice &device, std::string_view method, json params)
+{
+	return call_peer_(lender_of(device), method, params);
+}
+
+std::uint32_t Borrower::allocate_id(const std::string &lender_host, const std::string &pci_address) const
+{
+	std::set<std::uint32_t> used;
+	for (const auto &[key, id] : ids_)
+		used.insert(id);
+	std::uint32_t id = stable_device_id(lender_host, pci_address);
+	while (used.count(id))
+		id = (id + 1) & 0x7fffffffu;
+	return id;
+}
+
+void Borrower::persist() const
+{
+	json devices = json::array();
+	for (const auto &[key, entry] : devices_)
+		devices.push_back(device_json(entry));
+	store_.save({{"version", state_version}, {"ids", ids_}, {"devices", devices}});
+}
+
+} // namespace farpass::agent

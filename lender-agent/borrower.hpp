@@ -1,0 +1,90 @@
+// The borrower's side: remote devices announced to this host's kernel, upcalls served by talking to
+// their lenders, and the leases this host holds, renewed by heartbeat.
+//
+// Rules (docs/agent-protocol.md, "Borrowing"):
+// - Every configured peer with an "ntb" is asked for its devices (device.list) every poll_ms; each
+//   device is announced to the kernel under one id per (lender, PCI address), derived from the pair
+//   (the same on every borrower, so mdev type names and libvirt XML are the same everywhere) and kept in
+//   <state_dir>/borrower.json so it never changes on this host.
+// - A device its lender no longer lists is withdrawn (retried while an instance holds it); an
+//   unreachable lender changes nothing (its devices stay announced until it answers again).
+// - Upcalls: borrow -> lease.acquire, give_back -> lease.release, config_read/config_write/reset ->
+//   device.*; the reply carries 0 or a negative errno. Held leases are renewed every lease_ms / 3.
+#pragma once
+
+#include "clock.hpp"
+#include "kernel_port.hpp"
+#include "log.hpp"
+#include "methods.hpp"
+#include "state_store.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace farpass::agent {
+
+// The id of (lender, PCI address) on every host: FNV-1a of "lender/pci" in 31 bits. On the rare
+// collision with another device already on this host, the next free id is taken (and persisted).
+std::uint32_t stable_device_id(const std::string &lender_host, const std::string &pci_address);
+
+struct BorrowedLease {
+	std::string id;
+	std::int64_t lease_ms = 0;
+	std::int64_t renew_at_ms = 0;
+};
+
+struct AnnouncedDevice {
+	RemoteDevice device;
+	bool announced = false;	      // the kernel has it (possibly pending)
+	bool withdrawing = false;     // its lender stopped lending it; withdraw until the kernel agrees
+	std::optional<BorrowedLease> lease;
+	std::string last_error = {}; // of the last announce/withdraw attempt, logged once (not persisted)
+};
+
+class Borrower {
+public:
+	Borrower(KernelPort &kernel, const Clock &clock, const StateStore &store, std::vector<PeerAddress> peers,
+		 PeerCaller call_peer, LogSink log, std::int64_t poll_ms);
+
+	// Reads borrower.json (ids, announced devices, held leases). Throws on a corrupt file.
+	void restore();
+	// Called every tick of the daemon: refreshes the lenders' lists when due and renews due leases.
+	void tick();
+	// Asks every lender now.
+	void refresh();
+	// Serves every queued upcall.
+	void serve_upcalls();
+	UpcallReply handle(const Upcall &upcall);
+
+	const std::map<std::string, AnnouncedDevice> &devices() const { return devices_; } // key "lender/pci"
+	nlohmann::json view() const;
+
+private:
+	void refresh_peer(const PeerAddress &peer);
+	void reconcile();
+	void renew_due();
+	AnnouncedDevice *by_id(std::uint32_t id);
+	const PeerAddress &lender_of(const AnnouncedDevice &device) const;
+	nlohmann::json call_lender(const AnnouncedDevice &device, std::string_view method, nlohmann::json params);
+	std::uint32_t allocate_id(const std::string &lender_host, const std::string &pci_address) const;
+	void persist() const;
+
+	KernelPort &kernel_;
+	const Clock &clock_;
+	const StateStore &store_;
+	std::vector<PeerAddress> peers_;
+	PeerCaller call_peer_;
+	LogSink log_;
+	std::int64_t poll_ms_;
+	std::int64_t next_poll_ms_ = 0;
+	bool kernel_was_available_ = true;
+	std::map<std::string, AnnouncedDevice> devices_;
+	std::map<std::string, std::uint32_t> ids_; // every id ever given on this host, kept stable
+};
+
+} // namespace farpass::agent

@@ -1,0 +1,219 @@
+#include "farpass_device.hpp"
+
+#include "errors.hpp"
+
+#include <uapi/farpass.h>
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace farpass::agent {
+
+namespace {
+
+const char *command_name(unsigned command)
+{
+	switch (command) {
+	case FARPASS_CMD_VERSION: return "VERSION";
+	case FARPASS_CMD_ANNOUNCE_DEVICE: return "ANNOUNCE_DEVICE";
+	case FARPASS_CMD_WITHDRAW_DEVICE: return "WITHDRAW_DEVICE";
+	case FARPASS_CMD_UPCALL_GET: return "UPCALL_GET";
+	case FARPASS_CMD_UPCALL_REPLY: return "UPCALL_REPLY";
+	default: return "unknown ioctl";
+	}
+}
+
+// A C string copied into a fixed uapi array: it must fit with its NUL (the kernel checks again).
+template <std::size_t N> void copy_name(char (&target)[N], const std::string &value, const char *what)
+{
+	if (value.empty() || value.size() >= N)
+		throw AgentError(ErrorCode::invalid_params, std::string(what) + " \"" + value + "\" must have 1 to " +
+								    std::to_string(N - 1) + " characters");
+	std::memcpy(target, value.c_str(), value.size() + 1);
+}
+
+} // namespace
+
+FdDeviceFile::~FdDeviceFile()
+{
+	if (fd_ >= 0)
+		::close(fd_);
+}
+
+int FdDeviceFile::ioctl(unsigned long request, void *argument)
+{
+	int rc;
+	while ((rc = ::ioctl(fd_, request, argument)) < 0 && errno == EINTR) {
+	}
+	return rc < 0 ? errno : 0;
+}
+
+DeviceOpener open_device_path(std::string path)
+{
+	return [path = std::move(path)]() -> std::unique_ptr<DeviceFile> {
+		const int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			throw_system_error("opening " + path);
+		return std::make_unique<FdDeviceFile>(fd);
+	};
+}
+
+std::string farpass_errno_text(unsigned command, int error_number)
+{
+	const std::string name = ::strerrorname_np(error_number) ? ::strerrorname_np(error_number) : "E?";
+	std::string meaning;
+	switch (error_number) {
+	case EPROTO: meaning = "VERSION was not negotiated on this file"; break;
+	case EPROTONOSUPPORT: meaning = "the kernel speaks another uapi version"; break;
+	case EINVAL: meaning = "the kernel refused the arguments (argsz, flags, names or BARs)"; break;
+	case E2BIG: meaning = "the kernel does not know this struct's newer fields"; break;
+	case ENOTTY: meaning = "the kernel does not know this ioctl"; break;
+	case EOPNOTSUPP: meaning = "the kernel does not serve this (no FARPASS_FEAT_UPCALLS)"; break;
+	case EPERM:
+	case EACCES: meaning = "needs root with CAP_SYS_ADMIN"; break;
+	case ENOENT:
+		meaning = command == FARPASS_CMD_UPCALL_REPLY ? "no such pending request (answered too late?)"
+							       : "no such announced device id";
+		break;
+	case EEXIST: meaning = "the device id is in use (maybe by a withdrawal still pending)"; break;
+	case ENODEV: meaning = "no such NTB bound to farpass"; break;
+	case ENOSPC: meaning = "the kernel's table of announced devices is full"; break;
+	case EBUSY: meaning = "an mdev instance of the type exists"; break;
+	default: meaning = std::strerror(error_number); break;
+	}
+	return std::string(command_name(command)) + ": " + name + ": " + meaning;
+}
+
+FarpassKernelPort::FarpassKernelPort(DeviceOpener opener) : opener_(std::move(opener)) {}
+
+bool FarpassKernelPort::available()
+{
+	if (file_)
+		return true;
+	std::unique_ptr<DeviceFile> file;
+	try {
+		file = opener_();
+	} catch (const AgentError &e) {
+		reason_ = e.what();
+		return false;
+	}
+	farpass_version version{};
+	version.argsz = sizeof(version);
+	version.version = FARPASS_API_VERSION;
+	if (const int error = file->ioctl(FARPASS_IOCTL_VERSION, &version); error != 0) {
+		reason_ = farpass_errno_text(FARPASS_CMD_VERSION, error);
+		if (error == EPROTONOSUPPORT)
+			reason_ += " (kernel " + std::to_string(version.version) + ", agent " +
+				   std::to_string(FARPASS_API_VERSION) + ")";
+		return false;
+	}
+	kernel_version_ = version.version;
+	features_ = version.features;
+	file_ = std::move(file);
+	reason_.clear();
+	return true;
+}
+
+DeviceFile &FarpassKernelPort::file()
+{
+	if (!available())
+		throw AgentError(ErrorCode::system_error, ENODEV, "/dev/farpass: " + reason_);
+	return *file_;
+}
+
+void FarpassKernelPort::call(unsigned command, unsigned long request, void *argument, const std::string &what)
+{
+	const int error = file().ioctl(request, argument);
+	if (error == 0)
+		return;
+	if (error == EPROTO) { // the file lost its negotiated version: start again with a new one
+		file_.reset();
+		reason_ = farpass_errno_text(command, error);
+	}
+	throw AgentError(ErrorCode::system_error, error, what + ": " + farpass_errno_text(command, error));
+}
+
+bool FarpassKernelPort::announce(const RemoteDevice &device)
+{
+	if (device.id >= (1u << 31))
+		throw AgentError(ErrorCode::invalid_params, "device id " + std::to_string(device.id) + " is not < 2^31");
+	farpass_announce announce{};
+	announce.argsz = sizeof(announce);
+	announce.device_id = device.id;
+	announce.vendor = device.vendor;
+	announce.device = device.device;
+	announce.subsystem_vendor = device.subsystem_vendor;
+	announce.subsystem_device = device.subsystem_device;
+	announce.class_code = device.class_code;
+	announce.revision = device.revision;
+	copy_name(announce.lender, device.lender_host, "lender host name");
+	copy_name(announce.lender_addr, device.pci_address, "lender PCI address");
+	copy_name(announce.ntb, device.ntb, "NTB PCI name");
+	for (std::size_t bar = 0; bar < bar_count; bar++) {
+		announce.bars[bar].size = device.bar_sizes[bar];
+		announce.bars[bar].flags = device.bar_flags[bar];
+	}
+	call(FARPASS_CMD_ANNOUNCE_DEVICE, FARPASS_IOCTL_ANNOUNCE_DEVICE, &announce,
+	     "announcing " + device.lender_host + " " + device.pci_address + " as id " + std::to_string(device.id));
+	return announce.flags & FARPASS_ANNOUNCE_F_PENDING;
+}
+
+bool FarpassKernelPort::withdraw(std::uint32_t device_id)
+{
+	farpass_withdraw withdraw{};
+	withdraw.argsz = sizeof(withdraw);
+	withdraw.device_id = device_id;
+	call(FARPASS_CMD_WITHDRAW_DEVICE, FARPASS_IOCTL_WITHDRAW_DEVICE, &withdraw,
+	     "withdrawing id " + std::to_string(device_id));
+	return withdraw.flags & FARPASS_WITHDRAW_F_PENDING;
+}
+
+int FarpassKernelPort::upcall_fd() const
+{
+	return file_ && (features_ & FARPASS_FEAT_UPCALLS) ? file_->fd() : -1;
+}
+
+std::optional<Upcall> FarpassKernelPort::next_upcall()
+{
+	if (upcall_fd() < 0)
+		return std::nullopt;
+	farpass_upcall_req request{};
+	request.argsz = sizeof(request);
+	const int error = file_->ioctl(FARPASS_IOCTL_UPCALL_GET, &request);
+	if (error == EAGAIN)
+		return std::nullopt;
+	if (error != 0)
+		throw AgentError(ErrorCode::system_error, error,
+				 "taking an upcall: " + farpass_errno_text(FARPASS_CMD_UPCALL_GET, error));
+	Upcall upcall;
+	upcall.seq = request.seq;
+	upcall.op = request.op;
+	upcall.device_id = request.device_id;
+	upcall.timeout_ms = request.timeout_ms;
+	for (std::size_t i = 0; i < upcall.args.size(); i++)
+		upcall.args[i] = request.args[i];
+	return upcall;
+}
+
+void FarpassKernelPort::complete(std::uint64_t seq, const UpcallReply &reply)
+{
+	farpass_upcall_reply answer{};
+	answer.argsz = sizeof(answer);
+	answer.seq = seq;
+	answer.error = reply.error;
+	for (std::size_t i = 0; i < reply.data.size(); i++)
+		answer.data[i] = reply.data[i];
+	call(FARPASS_CMD_UPCALL_REPLY, FARPASS_IOCTL_UPCALL_REPLY, &answer, "answering upcall " + std::to_string(seq));
+}
+
+std::span<std::byte> FarpassKernelPort::outbound_window(const std::string &)
+{
+	// The lender-role services of farpass.ko (outbound window mmap) are not in uapi version 1 yet.
+	throw AgentError(ErrorCode::system_error, ENOSYS, "no NTB outbound window: not in /dev/farpass uapi version 1");
+}
+
+} // namespace farpass::agent
