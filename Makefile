@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export FARPASS_CACHE ?= /var/cache/farpass
 BUILD := build
 
-.PHONY: all setup build demo check check-unit check-rig check-kernel bench clean
+.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent bench clean
 
 all: build
 
@@ -18,7 +18,7 @@ build: setup
 	meson compile -C $(BUILD)
 
 check: build
-	tests/run-suites.sh unit rig kernel
+	tests/run-suites.sh unit rig kernel agent
 
 check-unit: build
 	tests/run-suites.sh unit
@@ -29,6 +29,10 @@ check-rig: build
 # farpass.ko in the rig's L1 hosts, driven by tests/kernel/farpass-client.
 check-kernel: build
 	tests/run-suites.sh kernel
+
+# farpass-agent and farpassctl in the rig: lend, list, announce, authentication, leases (tests/agent/).
+check-agent: build
+	tests/run-suites.sh agent
 
 bench: build
 	bash tests/bench/run.sh

@@ -1,6 +1,7 @@
 #include "errors.hpp"
 #include "transport.hpp"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -33,14 +34,33 @@ SocketTransport SocketTransport::connect_tcp(const std::string &address, int tim
 				 "resolving " + address + ": " + ::gai_strerror(rc));
 	int error = EHOSTUNREACH;
 	for (const addrinfo *candidate = found; candidate; candidate = candidate->ai_next) {
-		const int fd = ::socket(candidate->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		// Non-blocking connect bounded by the timeout: a dead host (no ARP answer, SYNs dropped) must
+		// not hold the caller (the agent's one loop) for the kernel's minutes of SYN retries.
+		const int fd = ::socket(candidate->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			continue;
-		if (::connect(fd, candidate->ai_addr, candidate->ai_addrlen) == 0) {
-			::freeaddrinfo(found);
-			return SocketTransport(fd, timeout_ms);
+		error = 0;
+		if (::connect(fd, candidate->ai_addr, candidate->ai_addrlen) != 0) {
+			error = errno;
+			if (error == EINPROGRESS) {
+				pollfd entry{fd, POLLOUT, 0};
+				int rc;
+				while ((rc = ::poll(&entry, 1, timeout_ms)) < 0 && errno == EINTR) {
+				}
+				socklen_t length = sizeof(error);
+				if (rc == 0)
+					error = ETIMEDOUT;
+				else if (rc < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0)
+					error = errno;
+			}
 		}
-		error = errno;
+		if (error == 0) {
+			if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
+				::freeaddrinfo(found);
+				return SocketTransport(fd, timeout_ms);
+			}
+			error = errno;
+		}
 		::close(fd);
 	}
 	::freeaddrinfo(found);

@@ -1,0 +1,115 @@
+# shellcheck shell=bash
+# Helpers for the check-agent rig tests (sourced after tests/rig/rig.sh, ntb-lib.sh and
+# tests/kernel/kernel-lib.sh): one farpass-agent per L1, its config and the cluster key written by the
+# test into $RIGDIR/<vm>/ (shared into the VM at the same path), farpassctl and the tests-only peer
+# client fp-peer run in the VMs from the meson build directory (the L1s see it at the same path).
+#
+#   ag_key [--bad VM]           cluster key for every VM (VM gets a different one)
+#   ag_config VM JSON-FRAGMENT  agent.conf for VM: host, listen, socket, state, key + the fragment
+#   ag_start VM / ag_stop VM    start (and wait until farpassctl answers) / SIGTERM and wait
+#   ag_ctl VM ARGS...           farpassctl in VM
+#   ag_peer VM ARGS...          fp-peer in VM as host VM with VM's key, towards the lender's agent
+#   ag_log VM                   the agent's log (stderr with <N> priority prefixes)
+
+FP_AGENT=$FARPASS_BUILD/lender-agent/farpass-agent
+FP_CTL=$FARPASS_BUILD/lender-agent/farpassctl
+FP_PEER=$FARPASS_BUILD/tests/agent/fp-peer
+AG_PORT=7450
+LENDER_NVME=0000:00:08.0
+
+ag_check_built() {
+	local f
+	for f in "$FP_AGENT" "$FP_CTL" "$FP_PEER" "$FP_KO"; do
+		[ -e "$f" ] || { echo "missing $f: run make build" >&2; return 1; }
+	done
+}
+
+_ag_new_key() {
+	(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1")
+}
+
+# ag_key [--bad VM]: the cluster key in $RIGDIR/<vm>/cluster.key (0600) for every VM of the rig.
+ag_key() {
+	local bad=${2:-} vm
+	_ag_new_key "$RIGDIR/cluster.key"
+	for vm in "${RIG_VMS[@]}"; do
+		mkdir -p "$RIGDIR/$vm"
+		if [ "$vm" = "$bad" ]; then
+			_ag_new_key "$RIGDIR/$vm/cluster.key"
+		else
+			install -m 0600 "$RIGDIR/cluster.key" "$RIGDIR/$vm/cluster.key"
+		fi
+	done
+}
+
+# ag_config VM ',"peers": [...], "lease_ms": 6000': agent.conf for VM (the host name is the VM's).
+ag_config() {
+	local vm=$1 extra=${2:-} dir=$RIGDIR/$1
+	cat >"$dir/agent.conf" <<EOF
+{
+	// written by $(basename "$0")
+	"host": "$vm",
+	"listen": "$(rig_vm_ip "$vm"):$AG_PORT",
+	"socket": "/run/farpass/agent.sock",
+	"state_dir": "/var/lib/farpass",
+	"cluster_key": "$dir/cluster.key"
+	$extra
+}
+EOF
+}
+
+# A peer entry for ag_config: ag_peer_entry VM [NTB].
+ag_peer_entry() {
+	printf '{"host": "%s", "address": "%s:%s"%s}' "$1" "$(rig_vm_ip "$1")" "$AG_PORT" \
+		"${2:+, \"ntb\": \"$2\"}"
+}
+
+ag_start() {
+	local vm=$1 dir=$RIGDIR/$1
+	rig_run "$vm" -- "mkdir -p /run/farpass /var/lib/farpass
+setsid $FP_AGENT --config $dir/agent.conf </dev/null >>$dir/agent.log 2>&1 &
+echo \$! >$dir/agent.pid
+for i in \$(seq 100); do $FP_CTL status >/dev/null 2>&1 && exit 0; kill -0 \$(cat $dir/agent.pid) || break; sleep 0.2; done
+echo 'farpass-agent did not come up:'; tail -n 20 $dir/agent.log; exit 1"
+}
+
+ag_stop() {
+	local vm=$1 dir=$RIGDIR/$1
+	rig_run "$vm" -- "pid=\$(cat $dir/agent.pid); kill -TERM \$pid
+for i in \$(seq 100); do kill -0 \$pid 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
+}
+
+ag_ctl() {
+	local vm=$1
+	shift
+	rig_run "$vm" --timeout 60 -- "$FP_CTL $*"
+}
+
+ag_peer() {
+	local vm=$1
+	shift
+	rig_run "$vm" --timeout 60 -- "$FP_PEER --key $RIGDIR/$vm/cluster.key --host $vm --address $(rig_vm_ip lender):$AG_PORT $*"
+}
+
+ag_log() { tr -d '\r' <"$RIGDIR/$1/agent.log"; }
+
+# ag_wait_log VM SECONDS REGEX: true once the agent's log of VM matches (read on L0).
+ag_wait_log() {
+	local vm=$1 seconds=$2 regex=$3 i
+	for ((i = 0; i < seconds * 5; i++)); do
+		grep -Eq "$regex" "$RIGDIR/$vm/agent.log" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender, its agent started, the NVMe lent.
+ag_lender_up() {
+	expect "lender: vfio-pci and the IOMMU are there" \
+		rig_run lender -- "modprobe -a vfio-pci vfio_iommu_type1 && test -e /sys/bus/pci/devices/$LENDER_NVME/iommu_group"
+	ag_config lender "${1:-}"
+	expect "lender: farpass-agent starts" ag_start lender
+	expect "lender: farpassctl lend $LENDER_NVME" ag_ctl lender lend $LENDER_NVME
+	expect_eq "lender: the NVMe is bound to vfio-pci" \
+		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
+}

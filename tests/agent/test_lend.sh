@@ -1,0 +1,69 @@
+#!/bin/bash
+# Lending and borrowing through the agents, lender and borrower1:
+#  (a) the lender's agent lends its emulated NVMe (farpassctl lend: vfio-pci); borrower1's farpassctl
+#      list shows it with its lender (text and --json); borrower1's agent announces it to farpass.ko,
+#      whose mdev type appears on the NTB under the device's stable id, named after the lender and the
+#      NVMe; unlend withdraws the type again;
+#  (b) a peer with the wrong cluster key is rejected (no answer) and the lender logs it.
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/../kernel/kernel-lib.sh"
+. "$(dirname "$0")/agent-lib.sh"
+ag_check_built
+
+rig_up --borrowers 1
+B=borrower1
+NTB=$(ntb_pci $B)
+TYPES=/sys/class/mdev_bus/$NTB/mdev_supported_types
+ag_key
+fp_load $B
+
+echo "# (a) lend, list, announce"
+ag_lender_up ", \"peers\": [$(ag_peer_entry $B)]"
+ag_config $B ", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$NTB")]"
+expect "$B: farpass-agent starts" ag_start $B
+out=$(ag_ctl $B list)
+echo "$out"
+expect "$B: farpassctl list shows the NVMe with its lender, not borrowed" \
+	grep -Eq "^lender +$LENDER_NVME +1b36:0010 +0:[0-9]+[KM] +-$" <<<"$out"
+json=$(ag_ctl $B --json list)
+expect_eq "$B: --json list parses: host, pci, borrower" \
+	"$(jq -r '.devices[] | "\(.host) \(.pci) \(.borrower)"' <<<"$json")" "lender $LENDER_NVME null"
+expect_eq "... class, BAR 0 64-bit" "$(jq -r '.devices[0] | "\(.class) \(.bar_flags[0])"' <<<"$json")" "67586 2"
+expect_eq "... nothing unreachable" "$(jq -c .unreachable <<<"$json")" "[]"
+expect "$B: the agent announced it" ag_wait_log $B 20 "announced lender $LENDER_NVME \(id [0-9]+\) on NTB $NTB"
+id=$(ag_ctl $B --json status | jq -r '.remote_devices[0].id')
+T=ntb_hw_epf-farpass-lender-$id
+echo "stable id $id, type $T"
+expect "$B: the mdev type appears on the NTB" ntb_wait $B 10 "test -d $TYPES/$T"
+expect_eq "$B: its name names the lender and the NVMe" "$(rig_run $B -- "cat $TYPES/$T/name")" \
+	"lender 1b36:0010 ($LENDER_NVME)"
+expect_eq "$B: one instance available" "$(rig_run $B -- "cat $TYPES/$T/available_instances")" 1
+ag_ctl $B status
+expect "$B: status --json shows it announced" \
+	jq -e ".remote_devices[0] | .announced and .lender == \"lender\" and .ntb == \"$NTB\"" <<<"$(ag_ctl $B --json status)"
+
+echo "# unlend: the type goes away"
+expect "lender: farpassctl unlend" ag_ctl lender unlend $LENDER_NVME
+expect "$B: the agent withdraws it" ag_wait_log $B 20 "withdrew lender $LENDER_NVME"
+expect "$B: ... the type is gone" ntb_wait $B 10 "! test -e $TYPES/$T"
+expect "lender: lend it again" ag_ctl lender lend $LENDER_NVME
+expect "$B: ... announced again, under the same id" ntb_wait $B 20 "test -d $TYPES/$T"
+
+echo "# (b) the wrong cluster key"
+install -m 0600 /dev/null "$RIGDIR/$B/wrong.key"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RIGDIR/$B/wrong.key"
+set +e
+out=$(rig_run $B --timeout 60 -- "$FP_PEER --key $RIGDIR/$B/wrong.key --host intruder --address $(rig_vm_ip lender):$AG_PORT call device.list")
+rc=$?
+set -e
+echo "$out"
+expect_eq "a peer with the wrong key gets no answer (exit 1, connection closed)" "$rc" 1
+expect "... it is not told anything but the closed connection" grep -q "connection closed by the other agent" <<<"$out"
+expect "lender: the rejection is logged with the peer's address" \
+	ag_wait_log lender 10 "10\.99\.0\.2:[0-9]+: rejected: .*closing"
+ag_log lender | grep rejected
+expect "the right key still works" ag_peer $B call device.list
+expect "lender: no crash" rig_run lender -- "kill -0 \$(cat $RIGDIR/lender/agent.pid)"
+expect "$B: no warning or oops in dmesg" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
