@@ -326,13 +326,14 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 				log_(LogLevel::info, "borrower: gave back " + key_of(device->device.lender_host, pci));
 			}
 			break;
-		case UpcallOp::config_read:
-			reply.data[0] = call_lender(*device, "device.read_config",
-						    {{"pci", pci}, {"lease", lease_id()}, {"offset", upcall.args[0]},
-						     {"width", upcall.args[1]}})
-						.at("value")
-						.get<std::uint32_t>();
+		case UpcallOp::config_read: {
+			// Before the borrow (the kernel's capability scan) without a lease: allowed on a free device.
+			json params = {{"pci", pci}, {"offset", upcall.args[0]}, {"width", upcall.args[1]}};
+			if (device->lease)
+				params["lease"] = device->lease->id;
+			reply.data[0] = call_lender(*device, "device.read_config", params).at("value").get<std::uint32_t>();
 			break;
+		}
 		case UpcallOp::config_write:
 			call_lender(*device, "device.write_config",
 				    {{"pci", pci}, {"lease", lease_id()}, {"offset", upcall.args[0]},

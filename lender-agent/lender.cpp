@@ -157,6 +157,14 @@ std::uint32_t Lender::read_config(const std::string &pci_address, const std::str
 				  const std::string &lease_id, std::uint32_t offset, unsigned width)
 {
 	check_config_access(offset, width);
+	if (lease_id.empty()) {
+		// Without a lease: reading a device nobody else borrows is allowed (the borrower's kernel
+		// scans config space when a VM opens the device, before it borrows it).
+		LentDevice &device = find(pci_address);
+		if (device.lease && device.lease->borrower != borrower && device.lease->expires_at_ms > clock_.now_ms())
+			throw AgentError(ErrorCode::device_busy, pci_address + " is borrowed by " + device.lease->borrower);
+		return device.vfio->read_config(offset, width);
+	}
 	return holder_device(pci_address, borrower, lease_id).vfio->read_config(offset, width);
 }
 

@@ -67,7 +67,8 @@ public:
 	// Ends every lease past its expiry time.
 	std::vector<ExpiredLease> expire_due();
 
-	// Device access on behalf of a lease holder.
+	// Device access on behalf of a lease holder; config reads also without a lease (empty lease_id)
+	// while no other host borrows the device.
 	std::uint32_t read_config(const std::string &pci_address, const std::string &borrower,
 				  const std::string &lease_id, std::uint32_t offset, unsigned width);
 	void write_config(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,

@@ -52,7 +52,7 @@ json device_unlend(AgentContext &agent, const json &params, const CallContext &)
 
 json device_read_config(AgentContext &agent, const json &params, const CallContext &context)
 {
-	const std::uint32_t value = agent.lender.read_config(address_of(params), context.peer_host, params.at("lease"),
+	const std::uint32_t value = agent.lender.read_config(address_of(params), context.peer_host, params.value("lease", ""),
 							     params.at("offset"), params.at("width"));
 	return {{"value", value}};
 }

@@ -3,14 +3,16 @@
 #  (a) the lender's agent lends its emulated NVMe (farpassctl lend: vfio-pci); borrower1's farpassctl
 #      list shows it with its lender (text and --json); borrower1's agent announces it to farpass.ko,
 #      whose mdev type appears on the NTB under the device's stable id, named after the lender and the
-#      NVMe; unlend withdraws the type again;
+#      NVMe; a VFIO user of an instance (farpass-client vfio-cfg, as QEMU) gets the real NVMe's config
+#      space, borrows it (bus master) and resets it, all through the agents' upcall service;
+#      unlend withdraws the type again;
 #  (b) a peer with the wrong cluster key is rejected (no answer) and the lender logs it.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/agent-lib.sh"
-ag_check_built
+ag_check_built && fp_check_built
 
 rig_up --borrowers 1
 B=borrower1
@@ -43,6 +45,22 @@ expect_eq "$B: one instance available" "$(rig_run $B -- "cat $TYPES/$T/available
 ag_ctl $B status
 expect "$B: status --json shows it announced" \
 	jq -e ".remote_devices[0] | .announced and .lender == \"lender\" and .ntb == \"$NTB\"" <<<"$(ag_ctl $B --json status)"
+
+echo "# upcalls: a VFIO user of an instance (farpass-client as QEMU) is served through the agent"
+U=8f7c3ab0-5c6e-4e41-9d3e-00000000a9e7
+expect "$B: create an instance" rig_run $B -- "echo $U > $TYPES/$T/create"
+out=$(fp_client $B vfio-cfg $U) || { echo "$out"; ag_log $B | tail -20; false; }
+echo "$out"
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$out"; }
+expect_eq "vendor, read on the lender's NVMe through the agents" "$(field vendor)" 1b36
+expect_eq "device" "$(field device)" 0010
+expect_eq "bus master on: BORROW -> lease.acquire" "$(field cmd_on)" "0x6(ok)"
+expect_eq "reset: RESET -> device.reset on the lender" "$(field reset)" ok
+expect "$B: the agent borrowed and gave back" ag_wait_log $B 5 "gave back lender/$LENDER_NVME"
+ag_log $B | grep -E "borrowed|gave back"
+expect_eq "lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
+expect_eq "$B: no upcall timed out" "$(fp_counter $B upcall_timeouts)" 0
+expect "$B: remove the instance" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
 
 echo "# unlend: the type goes away"
 expect "lender: farpassctl unlend" ag_ctl lender unlend $LENDER_NVME

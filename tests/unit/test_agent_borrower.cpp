@@ -190,7 +190,12 @@ TEST_CASE("upcalls: borrow takes the lease, config and reset go to the lender, g
 	BorrowerFixture f;
 	f.borrower->refresh();
 	const std::uint32_t id = f.nvme_id();
-	CHECK(f.upcall(UpcallOp::config_read, id, {0, 4}).error == -ENOENT); // not borrowed yet
+	f.lender.vfio.records[nvme_address]->config[0] = 0x36;
+	// Before the borrow (the kernel's capability scan): a free device's config space reads without a lease.
+	const UpcallReply scan = f.upcall(UpcallOp::config_read, id, {0, 1});
+	CHECK(scan.error == 0);
+	CHECK(scan.data[0] == 0x36);
+	CHECK(f.upcall(UpcallOp::config_write, id, {4, 2, 0x0406}).error == -ENOENT); // writes need the lease
 	CHECK(f.upcall(UpcallOp::borrow, id).error == 0);
 	REQUIRE(f.lender.lender->devices().at(nvme_address).lease);
 	CHECK(f.lender.lender->devices().at(nvme_address).lease->borrower == "borrower-b");

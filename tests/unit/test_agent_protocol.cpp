@@ -258,6 +258,22 @@ TEST_CASE("device.read_config, write_config, reset, dma.map and dma.unmap need t
 	}
 }
 
+TEST_CASE("device.read_config without a lease: a free device, or one the caller borrows; busy otherwise")
+{
+	AgentFixture agent;
+	agent.call("device.lend", {{"pci", nvme_address}});
+	agent.vfio.records.at(nvme_address)->config[0] = 0x86;
+	const json read = {{"pci", nvme_address}, {"offset", 0}, {"width", 1}};
+	CHECK(agent.call("device.read_config", read, Principal::peer, "borrower-b")["result"] == json{{"value", 0x86}});
+	agent.call("lease.acquire", {{"pci", nvme_address}}, Principal::peer, "borrower-b");
+	CHECK(agent.call("device.read_config", read, Principal::peer, "borrower-b")["result"] == json{{"value", 0x86}});
+	const json busy = agent.call("device.read_config", read, Principal::peer, "borrower-c");
+	CHECK(error_code(busy) == code(ErrorCode::device_busy));
+	CHECK(busy["error"]["message"] == "0000:01:00.0 is borrowed by borrower-b");
+	CHECK(error_code(agent.call("device.write_config", {{"pci", nvme_address}, {"offset", 4}, {"width", 2}, {"value", 6}},
+				    Principal::peer, "borrower-c")) == code(ErrorCode::invalid_params));
+}
+
 TEST_CASE("cluster.status and cluster.devices")
 {
 	AgentFixture agent(10'000);
