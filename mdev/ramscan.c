@@ -8,6 +8,7 @@
 #include <linux/kernel.h>
 #else
 #include <errno.h>
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #endif
 
 #include "ramscan.h"
@@ -161,7 +162,7 @@ int fp_ramscan(struct fp_ramscan *s)
 	s->probes = 0;
 	if (s->limit <= FP_RS_HIGH_START || s->limit & (FP_RS_PAGE - 1))
 		return -EINVAL;
-	for (i = 0; i < sizeof(fp_rs_segments) / sizeof(fp_rs_segments[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(fp_rs_segments); i++) {
 		const struct fp_rs_segment *seg = &fp_rs_segments[i];
 		u64 seg_end = seg->end ? seg->end : s->limit;
 		u64 bad = seg->start;

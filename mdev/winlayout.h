@@ -28,8 +28,8 @@ extern "C" {
 
 struct fp_win_params {
 	u64 size;		/* bytes of window this guest may use */
-	u64 xlat_align;		/* NTB translation alignment (ntb_mw_get_align(): the larger of
-				 * addr_align and size_align); power of two >= FP_WIN_PAGE */
+	/* NTB translation alignment (ntb_mw_get_align(): the larger of addr_align and size_align) */
+	u64 xlat_align;		/* power of two >= FP_WIN_PAGE */
 	u64 range_align;	/* offset == GPA modulo this; power of two >= FP_WIN_PAGE */
 };
 
