@@ -22,7 +22,7 @@
  *    round_up(4 GiB + high, 1 GiB)). A DIMM is found if it covers a point of the FP_RS_HOLE_GRAN
  *    (128 MiB) grid within FP_RS_HOLE_STEPS grid points after the previous range (or 4 GiB): Linux
  *    onlines x86 memory in 128 MiB blocks, so a DIMM that covers no 128 MiB-aligned block is of no
- *    use to a Linux guest. Each gap costs up to FP_RS_HOLE_STEPS probes, each DIMM ~17 more to find
+ *    use to a Linux guest. Each gap costs up to FP_RS_HOLE_STEPS probes, each DIMM ~15 more to find
  *    its exact start.
  */
 #ifndef FARPASS_RAMSCAN_H

@@ -8,11 +8,12 @@
 #include "mailbox.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <functional>
-#include <string>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
