@@ -6,9 +6,10 @@
 # paths of L0. The VM's result directory is shared read-write (tag "out") at the same path as on L0.
 # Kernel command line (set by tests/rig/rig.sh):
 #   rig.vm=NAME rig.out=DIR rig.server=SCRIPT rig.kmods=DIR rig.ip=ADDR/LEN
-#   rig.l0binds=PATH,...   the root (tag "host") is not L0's own (e.g. the libvirt root): L0's root is
-#                          shared as tag "l0", mounted at /mnt/l0, and these paths (repo, cache) are
-#                          bind-mounted from it at the same paths, so scripts and modules are found.
+#   rig.l0binds=PATH,...   L0 paths (repo, cache) bind-mounted at the same paths, so scripts and modules
+#                          are found wherever the repo is (even under /tmp, which L1 mounts afresh)
+#   rig.root=rootfs        the root (tag "host") is not L0's own (e.g. the libvirt root): L0's root is
+#                          shared as tag "l0" and mounted at /mnt/l0 for the binds
 # Then the rig's command server (tests/rig/rig-server.sh) runs as PID 1 of the new root.
 export PATH=/bin
 /bin/busybox --install -s /bin
@@ -29,10 +30,11 @@ for m in $(cat /mods/order); do
 	insmod "/mods/$m.ko" || echo "rig-init: insmod $m failed"
 done
 
-vm= out= server= kmods= ip= hostcache=mmap l0binds=
+vm= out= server= kmods= ip= hostcache=mmap l0binds= rootmode=host
 for a in $(cat /proc/cmdline); do
 	case $a in
 	rig.l0binds=*) l0binds=${a#*=} ;;
+	rig.root=*) rootmode=${a#*=} ;;
 	rig.ip=*) ip=${a#*=} ;;
 	rig.hostcache=*) hostcache=${a#*=} ;;
 	rig.vm=*) vm=${a#*=} ;;
@@ -58,14 +60,21 @@ mount -t tmpfs -o mode=755 upper /upper || fail "mount tmpfs"
 mkdir -p /upper/u /upper/w
 mount -t overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w root /newroot || fail "mount overlay"
 R=/newroot
-if [ -n "$l0binds" ]; then
-	mkdir -p "$R/mnt/l0"
-	mount -t 9p -o "$O,cache=$hostcache,ro" l0 "$R/mnt/l0" || fail "mount L0 root"
-	for p in $(echo "$l0binds" | tr , ' '); do
-		mkdir -p "$R$p"
-		mount -o bind "$R/mnt/l0$p" "$R$p" || fail "bind $p"
-	done
+# L1's own /run and /tmp first: they would hide L0's, and the repo may be a clone under /tmp (CI's).
+mount -t tmpfs run "$R/run"
+mount -t tmpfs tmp "$R/tmp"
+# The repo and the cache at their L0 paths, from L0's root: the host root itself ("host", already at
+# /lower) or, when the root is another tree, L0's root shared as "l0".
+l0=/lower
+if [ "$rootmode" = rootfs ]; then
+	l0=$R/mnt/l0
+	mkdir -p "$l0"
+	mount -t 9p -o "$O,cache=$hostcache,ro" l0 "$l0" || fail "mount L0 root"
 fi
+for p in $(echo "$l0binds" | tr , ' '); do
+	mkdir -p "$R$p"
+	mount -o bind "$l0$p" "$R$p" || fail "bind $p"
+done
 mkdir -p "$R$out"
 mount -t 9p -o "$O,cache=none" out "$R$out" || fail "mount out share at $out"
 
@@ -75,8 +84,6 @@ mount --move /dev "$R/dev"
 mkdir -p "$R/dev/pts" "$R/dev/shm"
 mount -t devpts devpts "$R/dev/pts"
 mount -t tmpfs shm "$R/dev/shm"
-mount -t tmpfs run "$R/run"
-mount -t tmpfs tmp "$R/tmp"
 mount -t debugfs debugfs "$R/sys/kernel/debug"
 # devtmpfs lacks the links udev would make; tools (mdevctl via libvirt, bash here-strings) need them.
 ln -sf /proc/self/fd "$R/dev/fd"

@@ -161,9 +161,7 @@ _rig_prepare_vm() {
 	mkdir -p "$dir"
 	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on rig.vm=$vm rig.out=$dir"
 	append+=" rig.server=$RIG_LIB/rig-server.sh rig.kmods=$FARPASS_KMODS rig.ip=$(rig_vm_ip "$vm")/24"
-	if [ "$RIG_L1_ROOT" = rootfs ]; then
-		append+=" rig.l0binds=$FARPASS_TOP,$FARPASS_CACHE"
-	fi
+	append+=" rig.l0binds=$FARPASS_TOP,$FARPASS_CACHE rig.root=$RIG_L1_ROOT"
 	append+=" ${RIG_APPEND:-}"
 	# shellcheck disable=SC2206
 	a=("$RIG_QEMU" $FARPASS_QEMU_FW
