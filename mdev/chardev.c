@@ -17,6 +17,7 @@
 #include "chardev.h"
 #include "counters.h"
 #include "fp.h"
+#include "link.h"
 #include "proto.h"
 #include "types.h"
 #include "upcall.h"
@@ -102,7 +103,7 @@ static long fp_ioctl_version(struct fp_file *f, void __user *uarg)
 	asked = v.version;
 	v.version = FARPASS_API_VERSION;
 	v.max_devices = FARPASS_MAX_DEVICES;
-	v.features = FARPASS_FEAT_BORROWER | FARPASS_FEAT_UPCALLS;
+	v.features = FARPASS_FEAT_BORROWER | FARPASS_FEAT_UPCALLS | FARPASS_FEAT_OUTBOUND;
 	if (asked != FARPASS_API_VERSION) {
 		/* Tell the agent which version we speak, then refuse. */
 		if (fp_copy_out(uarg, &v, sizeof(v), argsz))
@@ -184,6 +185,29 @@ static long fp_ioctl_upcall_reply(void __user *uarg)
 	return fp_upcall_reply(&r);
 }
 
+static long fp_ioctl_outbound_window(void __user *uarg)
+{
+	struct farpass_outbound_window w;
+	long argsz, ret;
+
+	argsz = fp_copy_in(&w, sizeof(w), sizeof(w), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (w.flags)
+		return -EINVAL;
+	if (!fp_string_ok(w.ntb, sizeof(w.ntb), false))
+		return -ENODEV;
+	w.count = 0;
+	w.size = 0;
+	w.offset = 0;
+	ret = fp_win_describe(&w);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (fp_copy_out(uarg, &w, sizeof(w), argsz))
+		return -EFAULT;
+	return ret;	/* -ENOENT still tells the window count */
+}
+
 static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int cmd,
 			      void __user *uarg)
 {
@@ -202,6 +226,7 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 	case FARPASS_CMD_WITHDRAW_DEVICE:
 	case FARPASS_CMD_UPCALL_GET:
 	case FARPASS_CMD_UPCALL_REPLY:
+	case FARPASS_CMD_OUTBOUND_WINDOW:
 		if (!version)
 			return -EPROTO;		/* VERSION must come first */
 		break;
@@ -215,6 +240,8 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 		return fp_ioctl_withdraw(uarg);
 	case FARPASS_CMD_UPCALL_GET:
 		return fp_ioctl_upcall_get(f, file, uarg);
+	case FARPASS_CMD_OUTBOUND_WINDOW:
+		return fp_ioctl_outbound_window(uarg);
 	default:
 		return fp_ioctl_upcall_reply(uarg);
 	}
@@ -228,6 +255,20 @@ static long fp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	if (ret < 0 && ret != -EAGAIN && ret != -ETIMEDOUT && ret != -EINTR)
 		fp_count(FP_C_IOCTL_ERRORS, 1);
 	return ret;
+}
+
+/* Outbound windows (window.c), only on a file that negotiated the version. */
+static int fp_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct fp_file *f = file->private_data;
+	u32 version;
+
+	mutex_lock(&f->lock);
+	version = f->version;
+	mutex_unlock(&f->lock);
+	if (!version)
+		return -EPROTO;
+	return fp_win_mmap(file, vma);
 }
 
 static int fp_open(struct inode *inode, struct file *file)
@@ -261,6 +302,7 @@ static const struct file_operations fp_fops = {
 	.release = fp_release,
 	.unlocked_ioctl = fp_ioctl,
 	.poll = fp_upcall_poll,
+	.mmap = fp_mmap,
 	.compat_ioctl = compat_ptr_ioctl,	/* the uapi has the same layout in 32- and 64-bit */
 	.llseek = no_llseek,
 };

@@ -47,6 +47,8 @@ struct fp_link {
 	struct ntb_dev *ntb;
 	struct pci_dev *pdev;		/* the NTB's PCI device: the mdev parent */
 	const char *name;		/* pci_name(pdev) */
+	u32 id;				/* 1.., unique while loaded: outbound window mmap cookies */
+	struct list_head win_maps;	/* struct fp_win_map (window.c); fp_win_lock */
 	bool dying;			/* fp_lock: being removed, no new work */
 
 	/* Control protocol (ntb.c). */

@@ -36,6 +36,8 @@ static const char *const fp_hs_names[] = {
 	[FP_HS_DOWN] = "down", [FP_HS_PENDING] = "pending", [FP_HS_OK] = "ok", [FP_HS_FAILED] = "failed",
 };
 
+static u32 fp_link_ids;	/* fp_lock */
+
 struct fp_link *fp_link_find(const char *name)
 {
 	struct fp_link *link;
@@ -281,6 +283,7 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	link->ntb = ntb;
 	link->pdev = ntb->pdev;
 	link->name = pci_name(ntb->pdev);
+	INIT_LIST_HEAD(&link->win_maps);
 	mutex_init(&link->ctrl_lock);
 	spin_lock_init(&link->inst_lock);
 	link->hs_state = FP_HS_DOWN;
@@ -301,6 +304,7 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_db_clear_mask(ntb, BIT_ULL(FP_DB_CTRL));
 
 	mutex_lock(&fp_lock);
+	link->id = ++fp_link_ids;
 	list_add_tail(&link->node, &fp_links);
 	/* The mdev parent exists from the start, with no type until the agent announces devices. */
 	ret = fp_link_sync_types(link);
@@ -338,6 +342,8 @@ static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	fp_link_types_teardown(link);
 	mutex_unlock(&fp_lock);
 	cancel_work_sync(&link->rereg_work);
+	/* The lender side: the agent's mappings of our windows go before the NTB driver unmaps them. */
+	fp_win_link_teardown(link);
 
 	debugfs_remove_recursive(link->dbg_dir);
 	ntb_link_disable(ntb);

@@ -42,6 +42,7 @@ enum farpass_cmd {
 	FARPASS_CMD_WITHDRAW_DEVICE	= 2,	/* borrower: the type goes away */
 	FARPASS_CMD_UPCALL_GET		= 3,	/* take the next upcall request (FUSE model) */
 	FARPASS_CMD_UPCALL_REPLY	= 4,	/* answer an upcall request */
+	FARPASS_CMD_OUTBOUND_WINDOW	= 5,	/* lender: describe an NTB outbound window for mmap */
 };
 
 /* ------------------------------------------------------------------------------------- VERSION */
@@ -62,6 +63,7 @@ struct farpass_version {
 
 #define FARPASS_FEAT_BORROWER	(1ULL << 0)	/* ANNOUNCE/WITHDRAW: mdev types */
 #define FARPASS_FEAT_UPCALLS	(1ULL << 1)	/* UPCALL_GET/REPLY are served */
+#define FARPASS_FEAT_OUTBOUND	(1ULL << 2)	/* OUTBOUND_WINDOW and mmap of /dev/farpass */
 
 /* ----------------------------------------------------------------------------- ANNOUNCE_DEVICE */
 
@@ -176,6 +178,32 @@ struct farpass_upcall_reply {
 	__u64 data[6];		/* in: per op, e.g. data[0] = value read */
 };
 
+/* ----------------------------------------------------------------------------- OUTBOUND_WINDOW */
+
+/*
+ * FARPASS_IOCTL_OUTBOUND_WINDOW (FARPASS_FEAT_OUTBOUND, lender role): describe outbound memory window
+ * `mw` of this host's NTB `ntb` (accesses to it reach the peer, which executes them as DMA at its
+ * inbound translation). The agent then maps it with
+ *	mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset + start)
+ * (start and len page-aligned, start + len <= size) and hands that range to VFIO_IOMMU_MAP_DMA.
+ * `offset` is a cookie (needs a 64-bit off_t), stable while the NTB stays bound to farpass. The window
+ * is write-combining if it is a prefetchable BAR of the NTB, uncached otherwise. Only the NTB link
+ * (ntb_link_is_up) must be up, both here and at mmap time: the peer need not run farpass.ko.
+ * Errors: ENODEV no such NTB (or it is going away), ENOENT mw >= the NTB's window count (still writes
+ * `count`), ENOLINK the link is down, EINVAL flags/pad. mmap: EINVAL unknown cookie, range outside the
+ * window or not MAP_SHARED, ENOLINK link down, ENODEV NTB gone. When the NTB leaves farpass (driver
+ * unbound, device removed) every mapping of its windows is torn down: later accesses get SIGBUS.
+ */
+struct farpass_outbound_window {
+	__u32 argsz;
+	__u32 flags;		/* in: 0 */
+	char  ntb[FARPASS_NAME_LEN];	/* in: PCI name of this host's NTB, "0000:00:0a.0" */
+	__u32 mw;		/* in: window index, 0 .. count - 1 */
+	__u32 count;		/* out: the NTB's number of outbound windows towards its peer */
+	__u64 size;		/* out: bytes of window `mw` that can be mapped (a multiple of the page size) */
+	__u64 offset;		/* out: mmap offset cookie of window `mw` */
+};
+
 /* ----------------------------------------------------------------------------------------- ioctls */
 
 #define FARPASS_IOCTL_VERSION \
@@ -188,5 +216,7 @@ struct farpass_upcall_reply {
 	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_UPCALL_GET, struct farpass_upcall_req)
 #define FARPASS_IOCTL_UPCALL_REPLY \
 	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_UPCALL_REPLY, struct farpass_upcall_reply)
+#define FARPASS_IOCTL_OUTBOUND_WINDOW \
+	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_OUTBOUND_WINDOW, struct farpass_outbound_window)
 
 #endif /* _UAPI_FARPASS_H */

@@ -21,6 +21,15 @@
 //                  BAR0 sizing, capability chain, bus master on/off, VFIO_DEVICE_RESET, ERR eventfd)
 //   farpass-client vfio-dead UUID                         (the device must read as surprise-removed:
 //                  all-ones, writes and reset fail with ENODEV, the ERR eventfd fired)
+//   farpass-client window --ntb PCI [--mw N]             (OUTBOUND_WINDOW: count, size, mmap cookie;
+//                  then mmap it whole and munmap; --mmap-extra N: N bytes more than the window)
+//   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
+//   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped]
+//                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
+//                  container, the NTB's outbound window mmapped through /dev/farpass, VFIO_IOMMU_MAP_DMA
+//                  of IOVA X onto its first 4 KiB; then edu copies the seed's pattern from a local buffer
+//                  (mapped at another IOVA) into its own buffer and from there to IOVA X, i.e. to the
+//                  peer. --unmapped: VFIO_IOMMU_UNMAP_DMA of X before the DMA to it (it must fault).)
 // All: [--expect ok|ENAME] [--dev PATH]
 #include <cerrno>
 #include <cstdint>
@@ -38,6 +47,7 @@
 #include <string>
 #include <string_view>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
@@ -413,8 +423,179 @@ int run_agent(const Args &a, int fd)
 	}
 }
 
+constexpr size_t edu_page = 4096;
+
+std::vector<unsigned char> edu_pattern(unsigned seed)
+{
+	std::vector<unsigned char> p(edu_page);
+	for (size_t i = 0; i < p.size(); i++)
+		p[i] = static_cast<unsigned char>((i * 7 + seed * 13 + (i >> 8) * 5 + 1) & 0xff);
+	return p;
+}
+
+int outbound_window(int fd, const Args &a, farpass_outbound_window &w)
+{
+	w = {};
+	w.argsz = sizeof(w);
+	w.mw = static_cast<uint32_t>(a.num("mw", 1));
+	copy_name(w.ntb, a.str("ntb", "0000:00:0a.0"));
+	return ioctl(fd, FARPASS_IOCTL_OUTBOUND_WINDOW, &w) ? errno : 0;
+}
+
+int run_window(const Args &a, int fd)
+{
+	farpass_outbound_window w;
+	int err = outbound_window(fd, a, w);
+	char d[160];
+	std::snprintf(d, sizeof(d), "count=%u size=%#llx offset=%#llx", w.count, static_cast<unsigned long long>(w.size),
+		      static_cast<unsigned long long>(w.offset));
+	if (err)
+		return finish(a, err, d);
+	size_t len = w.size + a.num("mmap-extra", 0);
+	void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(w.offset));
+	if (m == MAP_FAILED)
+		return finish(a, errno, std::string("mmap: ") + d);
+	munmap(m, len);
+	return finish(a, 0, d);
+}
+
+// edu's registers (QEMU hw/misc/edu.c): 4-byte accesses; DMA from/to its buffer at 0x40000 (4 KiB; a
+// transfer must end before the buffer's last byte, so we move 2 KiB at a time from its start).
+struct Edu {
+	int dev;
+	uint64_t bar0;	// region offset of BAR0 in the device fd
+	int write32(uint64_t reg, uint32_t v) const
+	{
+		return pwrite(dev, &v, 4, static_cast<off_t>(bar0 + reg)) == 4 ? 0 : (errno ? errno : EIO);
+	}
+	int read32(uint64_t reg, uint32_t &v) const
+	{
+		return pread(dev, &v, 4, static_cast<off_t>(bar0 + reg)) == 4 ? 0 : (errno ? errno : EIO);
+	}
+	// One transfer; waits (bounded, not timed: L1's clock may stall) for cmd's RUN bit to clear.
+	int dma(uint64_t src, uint64_t dst, uint32_t count, bool to_pci) const
+	{
+		int err = write32(0x80, static_cast<uint32_t>(src));
+		if (!err)
+			err = write32(0x88, static_cast<uint32_t>(dst));
+		if (!err)
+			err = write32(0x90, count);
+		if (!err)
+			err = write32(0x98, 1u | (to_pci ? 2u : 0u));
+		for (int i = 0; !err && i < 3000; i++) {
+			uint32_t cmd;
+			if ((err = read32(0x98, cmd)))
+				break;
+			if (!(cmd & 1))
+				return 0;
+			usleep(10000);
+		}
+		return err ? err : ETIMEDOUT;
+	}
+};
+
+int run_edu_dma(const Args &a, int fd)
+{
+	if (a.positional.empty())
+		return 2;
+	const std::string bdf = a.positional[0];
+	const uint64_t iova = a.num("iova", 0x1000000), src_iova = iova + 0x100000;
+	const auto pattern = edu_pattern(static_cast<unsigned>(a.num("seed", 1)));
+
+	farpass_outbound_window w;
+	if (int err = outbound_window(fd, a, w))
+		return finish(a, err, "OUTBOUND_WINDOW");
+	void *win = mmap(nullptr, w.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(w.offset));
+	if (win == MAP_FAILED)
+		return finish(a, errno, "mmap of the outbound window");
+
+	char link[256];
+	ssize_t n = readlink(("/sys/bus/pci/devices/" + bdf + "/iommu_group").c_str(), link, sizeof(link) - 1);
+	if (n < 0)
+		return finish(a, errno, "iommu_group of " + bdf);
+	link[n] = 0;
+	const std::string group_path = "/dev/vfio/" + std::filesystem::path(link).filename().string();
+	int container = open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
+	int group = open(group_path.c_str(), O_RDWR | O_CLOEXEC);
+	if (container < 0 || group < 0)
+		return finish(a, errno, "open container/group " + group_path);
+	vfio_group_status gs{};
+	gs.argsz = sizeof(gs);
+	if (ioctl(group, VFIO_GROUP_GET_STATUS, &gs) || !(gs.flags & VFIO_GROUP_FLAGS_VIABLE))
+		return finish(a, errno ? errno : EBUSY, "group not viable");
+	if (ioctl(group, VFIO_GROUP_SET_CONTAINER, &container))
+		return finish(a, errno, "VFIO_GROUP_SET_CONTAINER");
+	if (ioctl(container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU))
+		return finish(a, errno, "VFIO_SET_IOMMU");
+	int dev = ioctl(group, VFIO_GROUP_GET_DEVICE_FD, bdf.c_str());
+	if (dev < 0)
+		return finish(a, errno, "VFIO_GROUP_GET_DEVICE_FD");
+	vfio_region_info bar0{}, cfg{};
+	bar0.argsz = cfg.argsz = sizeof(bar0);
+	bar0.index = VFIO_PCI_BAR0_REGION_INDEX;
+	cfg.index = VFIO_PCI_CONFIG_REGION_INDEX;
+	if (ioctl(dev, VFIO_DEVICE_GET_REGION_INFO, &bar0) || ioctl(dev, VFIO_DEVICE_GET_REGION_INFO, &cfg))
+		return finish(a, errno, "VFIO_DEVICE_GET_REGION_INFO");
+	uint16_t command;
+	if (pread(dev, &command, 2, static_cast<off_t>(cfg.offset + 4)) != 2)
+		return finish(a, errno, "command register");
+	command |= 0x6; // memory space + bus master: edu's DMA is dropped without it
+	if (pwrite(dev, &command, 2, static_cast<off_t>(cfg.offset + 4)) != 2)
+		return finish(a, errno, "command register");
+	Edu edu{dev, bar0.offset};
+	uint32_t ident;
+	if (int err = edu.read32(0, ident))
+		return finish(a, err, "edu ident");
+
+	// The local source buffer, and the window's first page, as the agent's dma.map does.
+	void *local = mmap(nullptr, edu_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (local == MAP_FAILED)
+		return finish(a, errno, "anonymous buffer");
+	std::memcpy(local, pattern.data(), edu_page);
+	auto map = [&](uint64_t at, void *vaddr) {
+		vfio_iommu_type1_dma_map m{};
+		m.argsz = sizeof(m);
+		m.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+		m.vaddr = reinterpret_cast<uint64_t>(vaddr);
+		m.iova = at;
+		m.size = edu_page;
+		return ioctl(container, VFIO_IOMMU_MAP_DMA, &m) ? errno : 0;
+	};
+	if (int err = map(src_iova, local))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA of the local buffer");
+	if (int err = map(iova, win))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA of the outbound window");
+	if (a.has("unmapped")) {
+		vfio_iommu_type1_dma_unmap u{};
+		u.argsz = sizeof(u);
+		u.iova = iova;
+		u.size = edu_page;
+		if (ioctl(container, VFIO_IOMMU_UNMAP_DMA, &u) || u.size != edu_page)
+			return finish(a, errno ? errno : EIO, "VFIO_IOMMU_UNMAP_DMA");
+	}
+	const uint64_t edu_buf = 0x40000;
+	const uint32_t chunk = edu_page / 2;
+	for (uint32_t off = 0; off < edu_page; off += chunk) {
+		if (int err = edu.dma(src_iova + off, edu_buf, chunk, false))
+			return finish(a, err, "edu DMA local -> edu");
+		if (int err = edu.dma(edu_buf, iova + off, chunk, true))
+			return finish(a, err, "edu DMA edu -> outbound IOVA");
+	}
+	// Order: a read over the link returns after the peer executed the posted writes before it.
+	volatile uint32_t first = *static_cast<volatile uint32_t *>(win);
+	char d[200];
+	std::snprintf(d, sizeof(d), "edu %#x window size=%#llx iova=%#llx%s window[0]=%#x", ident,
+		      static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(iova),
+		      a.has("unmapped") ? " (unmapped)" : "", static_cast<unsigned>(first));
+	return finish(a, 0, d);
+}
+
 int run(const Args &a)
 {
+	if (a.action == "pattern") {
+		const auto p = edu_pattern(static_cast<unsigned>(a.num("seed", 1)));
+		return fwrite(p.data(), 1, p.size(), stdout) == p.size() ? 0 : 1;
+	}
 	if (a.action == "vfio-info")
 		return run_vfio_info(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
@@ -493,6 +674,10 @@ int run(const Args &a)
 	}
 	if (a.action == "agent")
 		return run_agent(a, fd);
+	if (a.action == "window")
+		return run_window(a, fd);
+	if (a.action == "edu-dma")
+		return run_edu_dma(a, fd);
 	std::fprintf(stderr, "unknown action %s\n", a.action.c_str());
 	return 2;
 }
@@ -511,7 +696,7 @@ int main(int argc, char **argv)
 		std::string_view s = argv[i];
 		if (s.starts_with("--")) {
 			std::string key(s.substr(2));
-			if (key == "no-version" || key == "nonblock")
+			if (key == "no-version" || key == "nonblock" || key == "unmapped")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];
