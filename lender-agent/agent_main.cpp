@@ -91,10 +91,21 @@ struct Connection {
 	std::int64_t last_activity_ms;
 };
 
+// Peer host -> this host's NTB towards it, for the lender role's outbound windows.
+std::map<std::string, std::string> ntb_links(const std::vector<PeerAddress> &peers)
+{
+	std::map<std::string, std::string> links;
+	for (const PeerAddress &peer : peers)
+		if (!peer.ntb.empty())
+			links[peer.host] = peer.ntb;
+	return links;
+}
+
 class Agent {
 public:
 	explicit Agent(const AgentConfig &config)
-		: config_(config), key_(ClusterKey::load(config.cluster_key)), kernel_(open_device_path(config.device)),
+		: config_(config), key_(ClusterKey::load(config.cluster_key)),
+		  kernel_(open_device_path(config.device), ntb_links(config.peers)),
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
 		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms),
 		  context_{config.host, lender_, clock_.now_ms(), config.peers,

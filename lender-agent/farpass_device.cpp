@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,7 @@ const char *command_name(unsigned command)
 	case FARPASS_CMD_WITHDRAW_DEVICE: return "WITHDRAW_DEVICE";
 	case FARPASS_CMD_UPCALL_GET: return "UPCALL_GET";
 	case FARPASS_CMD_UPCALL_REPLY: return "UPCALL_REPLY";
+	case FARPASS_CMD_OUTBOUND_WINDOW: return "OUTBOUND_WINDOW";
 	default: return "unknown ioctl";
 	}
 }
@@ -50,6 +52,18 @@ int FdDeviceFile::ioctl(unsigned long request, void *argument)
 	while ((rc = ::ioctl(fd_, request, argument)) < 0 && errno == EINTR) {
 	}
 	return rc < 0 ? errno : 0;
+}
+
+std::unique_ptr<WindowMapping> FdDeviceFile::map(std::size_t length, std::uint64_t offset, int &error)
+{
+	void *address = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(offset));
+	if (address == MAP_FAILED) {
+		error = errno;
+		return nullptr;
+	}
+	error = 0;
+	return std::make_unique<WindowMapping>(std::span<std::byte>(static_cast<std::byte *>(address), length),
+					       [](void *a, std::size_t n) { ::munmap(a, n); });
 }
 
 DeviceOpener open_device_path(std::string path)
@@ -81,6 +95,7 @@ std::string farpass_errno_text(unsigned command, int error_number)
 		break;
 	case EEXIST: meaning = "the device id is in use (maybe by a withdrawal still pending)"; break;
 	case ENODEV: meaning = "no such NTB bound to farpass"; break;
+	case ENOLINK: meaning = "the NTB link is down"; break;
 	case ENOSPC: meaning = "the kernel's table of announced devices is full"; break;
 	case EBUSY: meaning = "an mdev instance of the type exists"; break;
 	default: meaning = std::strerror(error_number); break;
@@ -88,7 +103,10 @@ std::string farpass_errno_text(unsigned command, int error_number)
 	return std::string(command_name(command)) + ": " + name + ": " + meaning;
 }
 
-FarpassKernelPort::FarpassKernelPort(DeviceOpener opener) : opener_(std::move(opener)) {}
+FarpassKernelPort::FarpassKernelPort(DeviceOpener opener, std::map<std::string, std::string> links)
+	: opener_(std::move(opener)), links_(std::move(links))
+{
+}
 
 bool FarpassKernelPort::available()
 {
@@ -210,10 +228,43 @@ void FarpassKernelPort::complete(std::uint64_t seq, const UpcallReply &reply)
 	call(FARPASS_CMD_UPCALL_REPLY, FARPASS_IOCTL_UPCALL_REPLY, &answer, "answering upcall " + std::to_string(seq));
 }
 
-std::span<std::byte> FarpassKernelPort::outbound_window(const std::string &)
+std::span<std::byte> FarpassKernelPort::outbound_window(const std::string &borrower_host)
 {
-	// The lender-role services of farpass.ko (outbound window mmap) are not in uapi version 1 yet.
-	throw AgentError(ErrorCode::system_error, ENOSYS, "no NTB outbound window: not in /dev/farpass uapi version 1");
+	const auto link = links_.find(borrower_host);
+	if (link == links_.end())
+		throw AgentError(ErrorCode::system_error, ENOLINK,
+				 "no NTB configured towards " + borrower_host + " (its peer entry has no \"ntb\")");
+	const std::string &ntb = link->second;
+	if (const auto mapped = windows_.find(ntb); mapped != windows_.end())
+		return mapped->second->window();
+
+	// The largest of the NTB's outbound windows (the DMA window must hold all of the borrower's guest RAM).
+	farpass_outbound_window best{};
+	for (std::uint32_t mw = 0;; mw++) {
+		farpass_outbound_window w{};
+		w.argsz = sizeof(w);
+		copy_name(w.ntb, ntb, "NTB PCI name");
+		w.mw = mw;
+		const int error = file().ioctl(FARPASS_IOCTL_OUTBOUND_WINDOW, &w);
+		if (error == ENOENT && mw > 0 && mw >= w.count)
+			break;
+		if (error != 0)
+			call(FARPASS_CMD_OUTBOUND_WINDOW, FARPASS_IOCTL_OUTBOUND_WINDOW, &w,
+			     "outbound window " + std::to_string(mw) + " of NTB " + ntb + " towards " + borrower_host);
+		if (w.size > best.size)
+			best = w;
+		if (mw + 1 >= w.count)
+			break;
+	}
+	if (best.size == 0 || best.size > SIZE_MAX)
+		throw AgentError(ErrorCode::system_error, ENODEV, "NTB " + ntb + " has no outbound window to map");
+	int error = 0;
+	auto mapping = file().map(static_cast<std::size_t>(best.size), best.offset, error);
+	if (!mapping)
+		throw AgentError(ErrorCode::system_error, error,
+				 "mmap of outbound window " + std::to_string(best.mw) + " of NTB " + ntb + ": " +
+					 farpass_errno_text(FARPASS_CMD_OUTBOUND_WINDOW, error));
+	return windows_.emplace(ntb, std::move(mapping)).first->second->window();
 }
 
 } // namespace farpass::agent

@@ -11,11 +11,30 @@
 
 #include "kernel_port.hpp"
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace farpass::agent {
+
+// One mapping of an NTB outbound window, unmapped on destruction (RAII).
+class WindowMapping {
+public:
+	WindowMapping(std::span<std::byte> window, std::function<void(void *, std::size_t)> unmap)
+		: window_(window), unmap_(std::move(unmap)) {}
+	~WindowMapping() { unmap_(window_.data(), window_.size()); }
+	WindowMapping(const WindowMapping &) = delete;
+	WindowMapping &operator=(const WindowMapping &) = delete;
+	std::span<std::byte> window() const { return window_; }
+
+private:
+	std::span<std::byte> window_;
+	std::function<void(void *, std::size_t)> unmap_;
+};
 
 // One open /dev/farpass.
 class DeviceFile {
@@ -25,6 +44,9 @@ public:
 	virtual int ioctl(unsigned long request, void *argument) = 0;
 	// For poll(2).
 	virtual int fd() const = 0;
+	// mmap(2) of `length` bytes at `offset`, PROT_READ | PROT_WRITE, MAP_SHARED: the mapping (it may
+	// outlive the file), or nullptr with the errno in `error`.
+	virtual std::unique_ptr<WindowMapping> map(std::size_t length, std::uint64_t offset, int &error) = 0;
 };
 
 // The real file, closed on destruction (RAII). Opened O_RDWR | O_NONBLOCK | O_CLOEXEC: UPCALL_GET then
@@ -38,6 +60,7 @@ public:
 
 	int ioctl(unsigned long request, void *argument) override;
 	int fd() const override { return fd_; }
+	std::unique_ptr<WindowMapping> map(std::size_t length, std::uint64_t offset, int &error) override;
 
 private:
 	int fd_;
@@ -52,7 +75,8 @@ std::string farpass_errno_text(unsigned command, int error_number);
 
 class FarpassKernelPort final : public KernelPort {
 public:
-	explicit FarpassKernelPort(DeviceOpener opener);
+	// links: peer host name -> PCI name of this host's NTB towards it (the configured peers' "ntb").
+	explicit FarpassKernelPort(DeviceOpener opener, std::map<std::string, std::string> links = {});
 
 	bool available() override;
 	std::string unavailable_reason() const override { return reason_; }
@@ -61,6 +85,8 @@ public:
 	int upcall_fd() const override;
 	std::optional<Upcall> next_upcall() override;
 	void complete(std::uint64_t seq, const UpcallReply &reply) override;
+	// The largest outbound window of the NTB towards borrower_host, mmapped once (FARPASS_IOCTL_OUTBOUND_WINDOW
+	// + mmap) and kept for the port's life: VFIO DMA mappings point into it.
 	std::span<std::byte> outbound_window(const std::string &borrower_host) override;
 
 	std::uint32_t kernel_version() const { return kernel_version_; }
@@ -77,6 +103,8 @@ private:
 	std::string reason_ = "not opened yet";
 	std::uint32_t kernel_version_ = 0;
 	std::uint64_t features_ = 0;
+	std::map<std::string, std::string> links_;
+	std::map<std::string, std::unique_ptr<WindowMapping>> windows_; // by NTB
 };
 
 } // namespace farpass::agent

@@ -18,7 +18,8 @@ namespace farpass::agent {
 struct PeerAddress {
 	std::string host;
 	std::string address; // "host:port"
-	std::string ntb = {}; // this host's NTB to that peer ("0000:00:0a.0"): borrow its devices; "" = don't
+	std::string ntb = {}; // this host's NTB to that peer ("0000:00:0a.0"): borrow its devices, and map its
+			      // outbound window for the peer's dma.map; "" = neither
 };
 
 class Borrower;

@@ -9,7 +9,9 @@
 
 #include <uapi/farpass.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <deque>
 
 using namespace farpass::agent;
@@ -28,6 +30,11 @@ struct FakeKernel {
 	std::vector<unsigned> commands; // every ioctl number, in order, across files
 	int opens = 0;
 	int lose_version_once = 0; // answer EPROTO to the next non-VERSION ioctl (as after a module reload)
+	// Outbound windows of the one NTB "0000:00:0a.0" (sizes), link state, and the live mappings.
+	std::vector<std::uint64_t> windows{64 << 20, 1u << 30};
+	bool link_up = true;
+	std::map<std::uint64_t, std::vector<std::byte>> mapped; // by mmap offset
+	int maps = 0, unmaps = 0;
 };
 
 bool nul_terminated(const char (&name)[FARPASS_NAME_LEN])
@@ -102,6 +109,21 @@ public:
 			kernel_.upcalls.pop_front();
 			return 0;
 		}
+		case FARPASS_CMD_OUTBOUND_WINDOW: {
+			auto *w = static_cast<farpass_outbound_window *>(argument);
+			if (argsz < sizeof(*w) || flags || !nul_terminated(w->ntb))
+				return EINVAL;
+			if (std::string(w->ntb) != "0000:00:0a.0")
+				return ENODEV;
+			w->count = static_cast<std::uint32_t>(kernel_.windows.size());
+			if (w->mw >= kernel_.windows.size())
+				return ENOENT;
+			if (!kernel_.link_up)
+				return ENOLINK;
+			w->size = kernel_.windows[w->mw];
+			w->offset = std::uint64_t{w->mw + 1} << 40;
+			return 0;
+		}
 		case FARPASS_CMD_UPCALL_REPLY: {
 			if (!(kernel_.features & FARPASS_FEAT_UPCALLS))
 				return EOPNOTSUPP;
@@ -116,6 +138,23 @@ public:
 		}
 	}
 
+	std::unique_ptr<WindowMapping> map(std::size_t length, std::uint64_t offset, int &error) override
+	{
+		const std::size_t mw = (offset >> 40) - 1;
+		if (!negotiated_ || mw >= kernel_.windows.size() || length > kernel_.windows[mw]) {
+			error = EINVAL;
+			return nullptr;
+		}
+		auto &memory = kernel_.mapped[offset];
+		memory.resize(length); // stands for the window (the real one may be 1 GiB: only touched pages count)
+		kernel_.maps++;
+		FakeKernel *kernel = &kernel_;
+		return std::make_unique<WindowMapping>(std::span<std::byte>(memory), [kernel, offset](void *, std::size_t) {
+			kernel->unmaps++;
+			kernel->mapped.erase(offset);
+		});
+	}
+
 private:
 	FakeKernel &kernel_;
 	bool negotiated_ = false;
@@ -128,7 +167,8 @@ struct Fixture {
 		if (!loaded)
 			throw AgentError(ErrorCode::system_error, ENOENT, "opening /dev/farpass: No such file or directory");
 		return std::make_unique<FakeFarpassFile>(kernel);
-	}};
+	},
+				  {{"borrower1", "0000:00:0a.0"}, {"borrower2", "0000:00:0b.0"}}};
 };
 
 RemoteDevice nvme()
@@ -315,4 +355,48 @@ TEST_CASE("the real file seam: a file that is not /dev/farpass answers ENOTTY to
 	FarpassKernelPort missing(open_device_path((dir.path() / "missing").string()));
 	CHECK_FALSE(missing.available());
 	CHECK(missing.unavailable_reason().find("opening ") == 0);
+}
+
+TEST_CASE("outbound_window: the NTB towards the borrower, its largest window, mmapped once and unmapped with the port")
+{
+	{
+		Fixture f;
+		f.kernel.windows = {64 << 20, 16 << 20}; // the largest first: it still wins over the later smaller one
+		const auto window = f.port.outbound_window("borrower1");
+		CHECK(window.size() == 64 << 20);
+		REQUIRE(f.kernel.mapped.count(std::uint64_t{1} << 40) == 1);
+		CHECK(window.data() == f.kernel.mapped[std::uint64_t{1} << 40].data());
+		const auto again = f.port.outbound_window("borrower1"); // kept: VFIO mappings point into it
+		CHECK(again.data() == window.data());
+		CHECK(f.kernel.maps == 1);
+		CHECK(f.kernel.unmaps == 0);
+		CHECK(std::count(f.kernel.commands.begin(), f.kernel.commands.end(), FARPASS_CMD_OUTBOUND_WINDOW) == 2);
+	}
+	Fixture f;
+	f.kernel.windows = {64 << 20, std::uint64_t{1} << 30};
+	{
+		FarpassKernelPort port([&]() -> std::unique_ptr<DeviceFile> { return std::make_unique<FakeFarpassFile>(f.kernel); },
+				       {{"borrower1", "0000:00:0a.0"}});
+		CHECK(port.outbound_window("borrower1").size() == std::uint64_t{1} << 30); // MW2, the large one
+		CHECK(f.kernel.mapped.count(std::uint64_t{2} << 40) == 1);
+	}
+	CHECK(f.kernel.unmaps == 1);
+	CHECK(f.kernel.mapped.empty());
+}
+
+TEST_CASE("outbound_window errors: unknown borrower, NTB not bound, link down")
+{
+	Fixture f;
+	CHECK(error_number_of([&] { f.port.outbound_window("stranger"); }) == ENOLINK);
+	CHECK(error_number_of([&] { f.port.outbound_window("borrower2"); }) == ENODEV);
+	f.kernel.link_up = false;
+	CHECK(error_number_of([&] { f.port.outbound_window("borrower1"); }) == ENOLINK);
+	try {
+		f.port.outbound_window("borrower1");
+	} catch (const AgentError &e) {
+		CHECK(std::string(e.what()).find("OUTBOUND_WINDOW: ENOLINK: the NTB link is down") != std::string::npos);
+	}
+	CHECK(f.kernel.maps == 0);
+	f.kernel.link_up = true;
+	CHECK(f.port.outbound_window("borrower1").size() == std::uint64_t{1} << 30);
 }
