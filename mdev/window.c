@@ -29,10 +29,10 @@
 
 struct fp_win_map {
 	struct kref ref;		/* one per vma */
-	struct list_head node;		/* in link->win_maps; fp_win_lock; empty once dead */
+	struct list_head node;		/* in link->win_maps; fp_win_lock; empty once torn down */
 	struct mutex lock;		/* dead vs. inserting PTEs */
 	bool dead;
-	phys_addr_t base;		/* of the mapped range (vma start) */
+	phys_addr_t base;		/* of the window (the vma's place in it: vm_pgoff, kept by splits) */
 	u64 key;
 	struct file *file;		/* the vma's: alive while a map is listed (close comes before fput) */
 };
@@ -134,7 +134,8 @@ static vm_fault_t fp_win_vm_fault(struct vm_fault *vmf)
 	mutex_lock(&map->lock);
 	if (!map->dead)
 		ret = vmf_insert_pfn(vma, vmf->address,
-				     (map->base + (vmf->address - vma->vm_start)) >> PAGE_SHIFT);
+				     (map->base + (((u64)vma->vm_pgoff << PAGE_SHIFT) & (BIT_ULL(FP_WIN_SHIFT) - 1)) +
+				      (vmf->address - vma->vm_start)) >> PAGE_SHIFT);
 	mutex_unlock(&map->lock);
 	return ret;
 }
@@ -186,7 +187,7 @@ int fp_win_mmap(struct file *file, struct vm_area_struct *vma)
 	ret = -EINVAL;
 	if (start > size || len > size - start)
 		goto err_unlock;
-	map->base = base + start;
+	map->base = base;
 	vma->vm_page_prot = fp_win_prefetchable(link->pdev, base) ?
 			    pgprot_writecombine(vma->vm_page_prot) : pgprot_noncached(vma->vm_page_prot);
 	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
@@ -225,6 +226,8 @@ void fp_win_link_teardown(struct fp_link *link)
 		unmap_mapping_range(map->file->f_mapping, map->key << FP_WIN_SHIFT, BIT_ULL(FP_WIN_SHIFT), 1);
 		fput(map->file);
 		mutex_lock(&fp_win_lock);
+		/* Off our local list first: a vma may hold the last reference after we return. */
+		list_del_init(&map->node);
 		kref_put(&map->ref, fp_win_release);
 		mutex_unlock(&fp_win_lock);
 	}

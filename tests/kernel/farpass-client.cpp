@@ -22,7 +22,11 @@
 //   farpass-client vfio-dead UUID                         (the device must read as surprise-removed:
 //                  all-ones, writes and reset fail with ENODEV, the ERR eventfd fired)
 //   farpass-client window --ntb PCI [--mw N]             (OUTBOUND_WINDOW: count, size, mmap cookie;
-//                  then mmap it whole and munmap; --mmap-extra N: N bytes more than the window)
+//                  then mmap it whole and munmap; --mmap-extra N: N bytes more than the window;
+//                  --hold-until FILE: read its first word, wait until FILE exists, read it again: prints
+//                  "sigbus" and exits 3 if that faults, as after the NTB left farpass;
+//                  --split: map the window's first two pages, unmap the first, and print the first
+//                  words of the remaining page and of pages 0 and 1 mapped alone: "split=X page0=Y page1=Z")
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
 //   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped]
 //                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
@@ -40,6 +44,7 @@
 #include <filesystem>
 #include <linux/vfio.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <map>
@@ -455,6 +460,34 @@ int run_window(const Args &a, int fd)
 	void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(w.offset));
 	if (m == MAP_FAILED)
 		return finish(a, errno, std::string("mmap: ") + d);
+	if (a.has("split")) {
+		auto word_at = [&](uint64_t off, size_t pages, size_t page) -> long long {
+			void *p = mmap(nullptr, pages * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+				       static_cast<off_t>(w.offset + off));
+			if (p == MAP_FAILED)
+				return -1;
+			if (page)
+				munmap(p, page * 4096); // the vma splits: the rest keeps its place in the window
+			long long v = *reinterpret_cast<volatile uint32_t *>(static_cast<char *>(p) + page * 4096);
+			munmap(static_cast<char *>(p) + page * 4096, (pages - page) * 4096);
+			return v;
+		};
+		std::snprintf(d, sizeof(d), "split=%#llx page0=%#llx page1=%#llx", word_at(0, 2, 1), word_at(0, 1, 0),
+			      word_at(4096, 1, 0));
+	}
+	if (a.has("hold-until")) {
+		signal(SIGBUS, [](int) {
+			static const char msg[] = "sigbus\n";
+			(void)!write(1, msg, sizeof(msg) - 1);
+			_exit(3);
+		});
+		volatile uint32_t *word = static_cast<volatile uint32_t *>(m);
+		std::printf("mapped, first word %#x\n", static_cast<unsigned>(*word));
+		std::fflush(stdout);
+		while (access(a.str("hold-until").c_str(), F_OK))
+			usleep(50000);
+		std::printf("again %#x\n", static_cast<unsigned>(*word));
+	}
 	munmap(m, len);
 	return finish(a, 0, d);
 }
@@ -696,7 +729,7 @@ int main(int argc, char **argv)
 		std::string_view s = argv[i];
 		if (s.starts_with("--")) {
 			std::string key(s.substr(2));
-			if (key == "no-version" || key == "nonblock" || key == "unmapped")
+			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];
