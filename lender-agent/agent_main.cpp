@@ -9,6 +9,7 @@
 #include "farpass_device.hpp"
 #include "lender.hpp"
 #include "methods.hpp"
+#include "peer_sessions.hpp"
 #include "session.hpp"
 #include "state_store.hpp"
 #include "sysfs.hpp"
@@ -34,7 +35,6 @@ using namespace farpass::agent;
 
 namespace {
 
-constexpr int peer_timeout_ms = 2000;
 constexpr std::int64_t stalled_message_ms = 10'000; // a sender silent mid-message this long is cut off
 constexpr int tick_ms = 1000;
 
@@ -106,6 +106,11 @@ public:
 	explicit Agent(const AgentConfig &config)
 		: config_(config), key_(ClusterKey::load(config.cluster_key)),
 		  kernel_(open_device_path(config.device), ntb_links(config.peers)),
+		  sessions_(
+			  [](const PeerAddress &peer, int timeout_ms) -> std::unique_ptr<Transport> {
+				  return std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, timeout_ms));
+			  },
+			  clock_, config.host, key_, static_cast<int>(config.call_timeout_ms), log_line),
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
 		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms),
 		  context_{config.host, lender_, clock_.now_ms(), config.peers,
@@ -192,10 +197,7 @@ private:
 
 	nlohmann::json call_peer(const PeerAddress &peer, std::string_view method, const nlohmann::json &params)
 	{
-		SocketTransport transport = SocketTransport::connect_tcp(peer.address, peer_timeout_ms);
-		RpcClient client(transport, config_.host, &key_);
-		client.hello();
-		return client.call(method, params);
+		return sessions_.call(peer, method, params);
 	}
 
 	void accept_connection(int listener, Principal principal)
@@ -273,6 +275,7 @@ private:
 	Sysfs sysfs_;
 	LinuxVfio vfio_;
 	FarpassKernelPort kernel_;
+	PeerSessions sessions_; // one authenticated session per peer, reused by every call
 	StateStore store_;
 	StateStore borrower_store_;
 	Lender lender_;

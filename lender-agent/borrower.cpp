@@ -4,6 +4,7 @@
 #include "pci_address.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <set>
 
 namespace farpass::agent {
@@ -282,8 +283,20 @@ void Borrower::renew_due()
 void Borrower::serve_upcalls()
 {
 	try {
-		while (const auto upcall = kernel_.next_upcall())
-			kernel_.complete(upcall->seq, handle(*upcall));
+		while (const auto upcall = kernel_.next_upcall()) {
+			const auto started = std::chrono::steady_clock::now();
+			const UpcallReply reply = handle(*upcall);
+			kernel_.complete(upcall->seq, reply);
+			// The first few upcalls and every slow one (time to answer, against the kernel's deadline).
+			const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+						  std::chrono::steady_clock::now() - started)
+						  .count();
+			if (++upcalls_served_ <= 5 || took >= 100)
+				log_(LogLevel::info, "borrower: upcall " + std::to_string(upcall->op) + " on id " +
+							     std::to_string(upcall->device_id) + " answered (" +
+							     std::to_string(reply.error) + ") in " + std::to_string(took) +
+							     " ms (#" + std::to_string(upcalls_served_) + ")");
+		}
 	} catch (const AgentError &e) {
 		log_(LogLevel::warning, std::string("borrower: upcall: ") + e.what());
 	}

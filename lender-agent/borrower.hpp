@@ -83,6 +83,7 @@ private:
 	std::int64_t poll_ms_;
 	std::int64_t next_poll_ms_ = 0;
 	bool kernel_was_available_ = true;
+	std::uint64_t upcalls_served_ = 0;
 	std::map<std::string, AnnouncedDevice> devices_;
 	std::map<std::string, std::uint32_t> ids_; // every id ever given on this host, kept stable
 };

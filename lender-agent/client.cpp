@@ -37,6 +37,9 @@ json RpcClient::call(std::string_view method, const json &params)
 
 json RpcClient::exchange(std::string_view method, const json &params)
 {
+	if (!usable_)
+		throw AgentError(ErrorCode::peer_unreachable, ECONNRESET, "connection unusable after an earlier error");
+	usable_ = false; // until the reply is read and checked
 	const std::uint64_t id = next_id_++;
 	const std::string body = dump_message({{"id", id}, {"method", method}, {"params", params}});
 	transport_.write(encode_frame(auth_ ? auth_->seal(body) : body));
@@ -52,6 +55,7 @@ json RpcClient::exchange(std::string_view method, const json &params)
 	const json reply_id = reply.is_object() ? reply.value("id", json()) : json();
 	if (!reply.is_object() || (reply_id != id && !reply_id.is_null()))
 		throw AgentError(ErrorCode::invalid_request, "malformed reply to " + std::string(method));
+	usable_ = !reply_id.is_null(); // an id-less reply: the other side could not read our message
 	if (const auto error = reply.find("error"); error != reply.end() && error->is_object())
 		throw AgentError(static_cast<ErrorCode>(error->value("code", int(ErrorCode::internal_error))),
 				 error->value("errno", EIO), error->value("message", "(no message)"));

@@ -23,6 +23,10 @@ public:
 	nlohmann::json hello();
 	// Returns the result, or throws AgentError carrying the error the other side replied with.
 	nlohmann::json call(std::string_view method, const nlohmann::json &params);
+	// False once an exchange did not end with a well-formed, authenticated reply to it (I/O error,
+	// timeout, protocol or authentication error): the stream or the sequence numbers may be out of step,
+	// so the connection must not be used again. An error *reply* leaves it usable.
+	bool usable() const { return usable_; }
 
 private:
 	nlohmann::json exchange(std::string_view method, const nlohmann::json &params);
@@ -32,6 +36,7 @@ private:
 	std::optional<SessionAuth> auth_;
 	FrameDecoder decoder_;
 	std::uint64_t next_id_ = 0;
+	bool usable_ = true;
 };
 
 } // namespace farpass::agent

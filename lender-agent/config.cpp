@@ -42,7 +42,8 @@ AgentConfig parse_config(std::string_view text)
 		throw AgentError(ErrorCode::invalid_params, "config: not a JSON object");
 	for (const auto &[key, value] : config.items())
 		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&
-		    key != "cluster_key" && key != "lease_ms" && key != "peers" && key != "poll_ms" && key != "device")
+		    key != "cluster_key" && key != "lease_ms" && key != "peers" && key != "poll_ms" && key != "device" &&
+		    key != "call_timeout_ms")
 			throw AgentError(ErrorCode::invalid_params, "config: unknown key \"" + key + "\"");
 	AgentConfig result;
 	result.host = field<std::string>(config, "host", "");
@@ -58,6 +59,9 @@ AgentConfig parse_config(std::string_view text)
 	result.poll_ms = field(config, "poll_ms", result.poll_ms);
 	if (result.poll_ms < 100)
 		throw AgentError(ErrorCode::invalid_params, "config: \"poll_ms\" must be at least 100");
+	result.call_timeout_ms = field(config, "call_timeout_ms", result.call_timeout_ms);
+	if (result.call_timeout_ms < 100 || result.call_timeout_ms > 60'000)
+		throw AgentError(ErrorCode::invalid_params, "config: \"call_timeout_ms\" must be 100 to 60000");
 	result.device = field(config, "device", result.device);
 	for (const json &peer : field(config, "peers", json::array())) {
 		if (!peer.is_object())

@@ -19,6 +19,7 @@ struct AgentConfig {
 	std::filesystem::path cluster_key = "/etc/farpass/cluster.key";
 	std::int64_t lease_ms = 10'000;
 	std::int64_t poll_ms = 5'000; // how often a borrower asks its lenders for their devices
+	std::int64_t call_timeout_ms = 1'500; // bound of one call to a peer (below the kernel's upcall timeout)
 	std::string device = "/dev/farpass";
 	std::vector<PeerAddress> peers;
 };

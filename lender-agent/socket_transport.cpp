@@ -8,6 +8,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace farpass::agent {
@@ -86,17 +88,29 @@ SocketTransport SocketTransport::connect_unix(const std::string &path, int timeo
 	return SocketTransport(fd, timeout_ms);
 }
 
+void SocketTransport::set_deadline(int timeout_ms)
+{
+	deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+}
+
 void SocketTransport::wait_for(short events, const char *what)
 {
+	using namespace std::chrono;
 	pollfd entry{fd_, events, 0};
 	int rc;
-	while ((rc = ::poll(&entry, 1, timeout_ms_)) < 0 && errno == EINTR) {
+	for (;;) {
+		int wait_ms = timeout_ms_;
+		if (deadline_) {
+			const auto left = duration_cast<milliseconds>(*deadline_ - steady_clock::now()).count();
+			wait_ms = static_cast<int>(std::clamp<long long>(left, 0, timeout_ms_));
+		}
+		if ((rc = ::poll(&entry, 1, wait_ms)) >= 0 || errno != EINTR)
+			break;
 	}
 	if (rc < 0)
 		throw_system_error(what);
 	if (rc == 0)
-		throw AgentError(ErrorCode::timed_out, std::string(what) + ": no answer within " +
-							       std::to_string(timeout_ms_) + " ms");
+		throw AgentError(ErrorCode::timed_out, std::string(what) + ": no answer in time");
 }
 
 void SocketTransport::write(std::string_view bytes)

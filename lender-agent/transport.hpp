@@ -2,6 +2,8 @@
 // production, an in-memory pipe in tests).
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,6 +17,9 @@ public:
 	// Some bytes, or an empty string at end of stream. Throws AgentError(timed_out) when nothing
 	// arrives in time, so a silent peer never wedges the caller.
 	virtual std::string read_some() = 0;
+	// Bounds all I/O from now on to timeout_ms from now in total (not per read or write): past it, write
+	// and read_some throw AgentError(timed_out). A transport that cannot block may ignore it.
+	virtual void set_deadline(int timeout_ms) { (void)timeout_ms; }
 };
 
 class SocketTransport final : public Transport {
@@ -31,16 +36,20 @@ public:
 
 	void write(std::string_view bytes) override;
 	std::string read_some() override;
+	void set_deadline(int timeout_ms) override;
 
-private:
-	SocketTransport(SocketTransport &&other) noexcept : fd_(other.fd_), timeout_ms_(other.timeout_ms_)
+	SocketTransport(SocketTransport &&other) noexcept
+		: fd_(other.fd_), timeout_ms_(other.timeout_ms_), deadline_(other.deadline_)
 	{
 		other.fd_ = -1;
 	}
+
+private:
 	void wait_for(short events, const char *what);
 
 	int fd_;
-	int timeout_ms_;
+	int timeout_ms_; // per wait, when no deadline is set
+	std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 } // namespace farpass::agent

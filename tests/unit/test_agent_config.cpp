@@ -77,6 +77,9 @@ TEST_CASE("borrowing: a peer's ntb, poll_ms and the device path")
 	CHECK(parse_config("{}").poll_ms == 5000);
 	CHECK(parse_config("{}").device == "/dev/farpass");
 	CHECK(error_of(R"({"poll_ms": 10})") == "config: \"poll_ms\" must be at least 100");
+	CHECK(parse_config("{}").call_timeout_ms == 1500);
+	CHECK(parse_config(R"({"call_timeout_ms": 800})").call_timeout_ms == 800);
+	CHECK(error_of(R"({"call_timeout_ms": 50})") == "config: \"call_timeout_ms\" must be 100 to 60000");
 	CHECK(error_of(R"({"peers": [{"host": "a", "address": "b:1", "nbt": "x"}]})") ==
 	      "config: unknown peer key \"nbt\"");
 	CHECK(error_of(R"({"peers": ["a"]})") == "config: each peer is an object");
