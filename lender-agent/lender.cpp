@@ -66,9 +66,12 @@ std::vector<std::string> Lender::restore()
 				continue;
 			}
 			LentDevice device{address, sysfs_.pci_device(address), std::nullopt, {}, nullptr};
+			// While this agent was down its borrowers could not renew: a restored lease gets a
+			// full lease time from now, so the lender's own downtime never takes a device away.
 			if (!saved.at("lease").is_null())
 				device.lease = Lease{saved["lease"].at("id"), saved["lease"].at("borrower"),
-						     saved["lease"].at("expires_at_ms")};
+						     std::max(saved["lease"].at("expires_at_ms").get<std::int64_t>(),
+							      clock_.now_ms() + lease_ms_)};
 			sysfs_.bind_to_vfio(address);
 			device.vfio = vfio_.open(address, device.info.iommu_group);
 			devices_.emplace(address, std::move(device));

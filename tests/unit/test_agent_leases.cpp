@@ -259,14 +259,19 @@ TEST_CASE("a restarted agent keeps its lent devices and leases, rebinding and re
 	agent.lender->renew(nvme_address, "borrower-b", lease.id);
 }
 
-TEST_CASE("a lease that ran out while the agent was down expires on the first check after restore")
+TEST_CASE("a lease that ran out while the lender was down gets a full lease time, then expires unrenewed")
 {
 	AgentFixture agent(10'000);
 	agent.lender->lend(nvme_address);
-	agent.lender->acquire(nvme_address, "borrower-b");
+	const Lease lease = agent.lender->acquire(nvme_address, "borrower-b");
 	agent.restart();
 	agent.clock.now += 60'000;
 	agent.lender->restore();
+	CHECK(agent.lender->expire_due().empty());
+	CHECK(code_of([&] { agent.lender->acquire(nvme_address, "borrower-c"); }) == ErrorCode::device_busy);
+	agent.lender->renew(nvme_address, "borrower-b", lease.id);
+
+	agent.clock.now += 10'001;
 	CHECK(agent.lender->expire_due().size() == 1);
 	CHECK(agent.vfio.records.at(nvme_address)->resets == 1);
 	CHECK(agent.lender->acquire(nvme_address, "borrower-c").borrower == "borrower-c");
