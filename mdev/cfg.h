@@ -18,17 +18,7 @@
 #ifndef FARPASS_CFG_H
 #define FARPASS_CFG_H
 
-#ifdef __KERNEL__
-#include <linux/types.h>
-#else
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-typedef uint8_t u8;
-typedef uint16_t u16;
-typedef uint32_t u32;
-typedef uint64_t u64;
-#endif
+#include "portable.h"
 
 #include "uapi/farpass.h"
 

@@ -50,15 +50,7 @@
 #ifndef FARPASS_MAILBOX_H
 #define FARPASS_MAILBOX_H
 
-#ifdef __KERNEL__
-#include <linux/types.h>
-#else
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-typedef uint32_t u32;
-typedef uint64_t u64;
-#endif
+#include "portable.h"
 
 #ifdef __cplusplus
 extern "C" {

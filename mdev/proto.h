@@ -7,15 +7,7 @@
 #ifndef FARPASS_PROTO_H
 #define FARPASS_PROTO_H
 
-#ifdef __KERNEL__
-#include <linux/types.h>
-#else
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-typedef uint8_t u8;
-typedef uint32_t u32;
-#endif
+#include "portable.h"
 
 #ifdef __cplusplus
 extern "C" {
