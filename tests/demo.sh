@@ -17,18 +17,16 @@ summary+=("rig booted: $(tr '\n' ' ' <"$RIGDIR/boot-times.txt")(seconds)")
 
 say "Each host sees its half of the NTB, driven by the upstream ntb_hw_epf driver"
 for vm in lender borrower1; do
-	ntb_load "$vm" ntb_transport max_mw_size=0x200000
+	ntb_load "$vm" ntb_hw_epf
 	show "$vm" "lspci -nnk -d 104c:b00d | head -3"
 done
 
 say "An Ethernet link over the NTB's memory windows and doorbells (ntb_transport + ntb_netdev)"
-NTBIF='for i in /sys/class/net/*; do [ "$(basename "$(readlink "$i/device/driver")")" = ntb_netdev ] && echo "${i##*/}"; done'
-declare -A ip=([lender]=10.98.0.1 [borrower1]=10.98.0.2)
 for vm in lender borrower1; do
-	rig_run "$vm" -- "insmod $(rig_modules_dir)/ntb_netdev.ko; dev=\$($NTBIF); ip addr add ${ip[$vm]}/24 dev \$dev; ip link set \$dev up"
+	ntb_net_up "$vm"
 done
-ntb_wait borrower1 60 "[ \$(cat /sys/class/net/\$($NTBIF)/carrier) = 1 ]"
-show borrower1 "ping -c 3 -W 5 ${ip[lender]}"
+ntb_net_carrier borrower1
+show borrower1 "ping -c 3 -W 5 ${NTB_NET_IP[lender]}"
 summary+=("borrower pinged the lender across the NTB")
 
 say "The lender's kernel log: the transport's queue pair over the NTB"

@@ -101,3 +101,21 @@ rig_time_ms() {
 	rig_run "$1" -- "$2" >/dev/null
 	echo $((($(date +%s%N) - t0) / 1000000))
 }
+
+# Ethernet over the NTB (ntb_transport + ntb_netdev) on link 1: 10.98.0.1 on the lender, .2 on borrower1.
+declare -A NTB_NET_IP=([lender]=10.98.0.1 [borrower1]=10.98.0.2)
+# Shell text printing the interface ntb_netdev created.
+NTB_NETDEV='for i in /sys/class/net/*; do if [ "$(basename "$(readlink "$i/device/driver")")" = ntb_netdev ]; then echo "${i##*/}"; fi; done'
+
+# ntb_net_up VM: transport (small inbound buffers: the default would be the whole 1 GiB MW2) and netdev
+# loaded, the interface addressed and up. Fails if ntb_netdev makes no interface within 10 s (it appears
+# a moment after the insmod).
+ntb_net_up() {
+	ntb_load "$1" ntb_transport max_mw_size=0x200000
+	rig_run "$1" -- "set -e; lsmod | grep -q '^ntb_netdev ' || insmod $(rig_modules_dir)/ntb_netdev.ko
+for i in \$(seq 50); do dev=\$($NTB_NETDEV); [ -n \"\$dev\" ] && break; sleep 0.2; done
+[ -n \"\$dev\" ]; ip addr add ${NTB_NET_IP[$1]}/24 dev \$dev; ip link set \$dev up"
+}
+
+# ntb_net_carrier VM: the NTB interface has carrier within 60 s.
+ntb_net_carrier() { ntb_wait "$1" 60 "[ \$(cat /sys/class/net/\$($NTB_NETDEV)/carrier) = 1 ]"; }
