@@ -22,12 +22,16 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define FARPASS_API_VERSION	1		/* bumped on any incompatible change */
+#define FARPASS_API_VERSION	2		/* bumped on any incompatible change (2: BAR window
+						 * offsets and irq_slot in ANNOUNCE) */
 #define FARPASS_DEV_PATH	"/dev/farpass"
 #define FARPASS_IOCTL_TYPE	'F'
 
 #define FARPASS_NAME_LEN	32		/* lender names and PCI names, NUL included */
 #define FARPASS_NUM_BARS	6
+#define FARPASS_IRQ_SLOTS	16		/* lent devices per link with interrupts */
+#define FARPASS_IRQ_VECTORS	2048		/* vectors per device (MSI-X's maximum) */
+#define FARPASS_DMA_SLOTS	8		/* guest RAM ranges per DMA window layout */
 #define FARPASS_MAX_DEVICES	64		/* announced devices per host */
 
 /* ------------------------------------------------------------------------------------- commands */
@@ -43,6 +47,9 @@ enum farpass_cmd {
 	FARPASS_CMD_UPCALL_GET		= 3,	/* take the next upcall request (FUSE model) */
 	FARPASS_CMD_UPCALL_REPLY	= 4,	/* answer an upcall request */
 	FARPASS_CMD_OUTBOUND_WINDOW	= 5,	/* lender: describe an NTB outbound window for mmap */
+	FARPASS_CMD_DMA_LAYOUT		= 6,	/* borrower: the DMA window layout of a borrowed device */
+	FARPASS_CMD_BAR_MAP		= 7,	/* lender: expose (or hide) a device BAR in a link's BAR window */
+	FARPASS_CMD_IRQ_BRIDGE		= 8,	/* lender: relay a device's interrupt eventfds over a link */
 };
 
 /* ------------------------------------------------------------------------------------- VERSION */
@@ -64,18 +71,35 @@ struct farpass_version {
 #define FARPASS_FEAT_BORROWER	(1ULL << 0)	/* ANNOUNCE/WITHDRAW: mdev types */
 #define FARPASS_FEAT_UPCALLS	(1ULL << 1)	/* UPCALL_GET/REPLY are served */
 #define FARPASS_FEAT_OUTBOUND	(1ULL << 2)	/* OUTBOUND_WINDOW and mmap of /dev/farpass */
+#define FARPASS_FEAT_DATA_PATH	(1ULL << 3)	/* DMA_LAYOUT, BAR_MAP, IRQ_BRIDGE: BAR and DMA windows and
+						 * the interrupt bridge (the NTB has an IOMMU domain) */
 
 /* ----------------------------------------------------------------------------- ANNOUNCE_DEVICE */
+
+/*
+ * The link's BAR window: the lender exposes each lent device's memory BARs at fixed offsets of the
+ * inbound window FARPASS_MW_BAR of its NTB (BAR_MAP, while a lease is held). The borrower maps its
+ * outbound window FARPASS_MW_BAR + win_offset into the VFIO user (region mmap): accesses reach the
+ * device with no software in between. The last page of the window is the interrupt bridge's.
+ * The DMA window is the other one: the borrower maps a borrowing guest's RAM into its inbound window
+ * FARPASS_MW_DMA (DMA_LAYOUT says where), the lender's VFIO container maps IOVA = guest-physical
+ * address onto its outbound window FARPASS_MW_DMA (OUTBOUND_WINDOW) + that offset.
+ */
+#define FARPASS_MW_BAR		0
+#define FARPASS_MW_DMA		1
 
 struct farpass_bar {
 	__u64 size;		/* bytes, 0 = BAR not implemented; a power of two otherwise */
 	__u32 flags;		/* FARPASS_BAR_* */
 	__u32 pad;		/* must be 0 */
+	__u64 win_offset;	/* FARPASS_BAR_MAPPED: offset in the link's BAR window, aligned to
+				 * min(size, 2 MiB) and at least to the page */
 };
 
 #define FARPASS_BAR_IO		(1U << 0)	/* I/O space (cannot be passed through; shown, not mapped) */
 #define FARPASS_BAR_MEM64	(1U << 1)	/* 64-bit memory BAR: the next BAR is its upper half (size 0) */
 #define FARPASS_BAR_PREFETCH	(1U << 2)
+#define FARPASS_BAR_MAPPED	(1U << 3)	/* the lender places it at win_offset of the BAR window */
 
 /*
  * FARPASS_IOCTL_ANNOUNCE_DEVICE: a device that a lender reached through the NTB `ntb` offers. The kernel
@@ -97,7 +121,9 @@ struct farpass_announce {
 	__u16 subsystem_device;
 	__u32 class_code;	/* base << 16 | sub << 8 | prog-if */
 	__u8  revision;
-	__u8  pad0[7];		/* must be 0 */
+	__u8  pad0[3];		/* must be 0 */
+	__u32 irq_slot;		/* the device's slot in the link's interrupt mailbox, < FARPASS_IRQ_SLOTS,
+				 * unique per lender and link (the lender's IRQ_BRIDGE uses the same) */
 	char  lender[FARPASS_NAME_LEN];	/* the lender's host name: [A-Za-z0-9._]{1,31}, no '-' */
 	char  lender_addr[FARPASS_NAME_LEN];	/* the device's PCI name on the lender (informative) */
 	char  ntb[FARPASS_NAME_LEN];	/* PCI name of this host's NTB to that lender, "0000:00:0a.0" */
@@ -153,6 +179,11 @@ enum farpass_upcall_op {
 	FARPASS_UPCALL_CFG_WRITE	= 4,	/* args[0] = offset, args[1] = size, args[2] = value */
 	FARPASS_UPCALL_RESET		= 5,	/* args[0] = instance number: function-level reset of device_id
 						 * on the lender (VFIO_DEVICE_RESET) */
+	FARPASS_UPCALL_SET_IRQS		= 6,	/* args[0] = instance number, args[1] = VFIO IRQ index
+						 * (VFIO_PCI_INTX/MSI/MSIX_IRQ_INDEX), args[2] = vectors to
+						 * enable, 0 = disable: the lender arms that many vectors of the
+						 * device and relays them (IRQ_BRIDGE) to irq_slot on this link.
+						 * Only while borrowed; re-sent after each BORROW */
 };
 
 struct farpass_upcall_req {
@@ -204,6 +235,84 @@ struct farpass_outbound_window {
 	__u64 offset;		/* out: mmap offset cookie of window `mw` */
 };
 
+/* --------------------------------------------------------------------------------- DMA_LAYOUT */
+
+/*
+ * FARPASS_IOCTL_DMA_LAYOUT (FARPASS_FEAT_DATA_PATH, borrower role): where the guest RAM of the VFIO
+ * user borrowing `device_id` sits in the link's DMA window. The kernel builds it at bus-master enable,
+ * before the BORROW upcall (so the agent serving BORROW reads it here): it discovered the guest's RAM
+ * ranges, pinned their pages and mapped them at window offsets in its NTB's IOMMU domain. The lender
+ * maps each slot with VFIO_IOMMU_MAP_DMA: iova = gpa, vaddr = its outbound window FARPASS_MW_DMA
+ * mmap + offset, size bytes. Errors: ENOENT unknown device, ENODATA no instance of it is borrowing
+ * (or being borrowed) now.
+ */
+struct farpass_dma_slot {
+	__u64 gpa;		/* guest-physical address = the lender's IOVA */
+	__u64 size;		/* bytes, page multiple */
+	__u64 offset;		/* in the link's DMA window (the lender's outbound window FARPASS_MW_DMA) */
+};
+
+struct farpass_dma_layout {
+	__u32 argsz;
+	__u32 flags;		/* in: 0 */
+	__u32 device_id;	/* in */
+	__u32 nr_slots;		/* out: valid entries of slots[] */
+	__u64 pages_pinned;	/* out: guest pages pinned and mapped for this borrow */
+	struct farpass_dma_slot slots[FARPASS_DMA_SLOTS];	/* out, ascending in gpa */
+};
+
+/* ------------------------------------------------------------------------------------- BAR_MAP */
+
+/*
+ * FARPASS_IOCTL_BAR_MAP (FARPASS_FEAT_DATA_PATH, lender role): make memory BAR `bar` of this host's PCI
+ * device `pci` (bound to vfio-pci, i.e. lent) reachable from the peer of NTB `ntb` at `win_offset` of
+ * that link's BAR window — an IOMMU mapping in the NTB's domain, so it exists only between BAR_MAP and
+ * BAR_MAP with FARPASS_BAR_MAP_F_UNMAP (the lease). `size` bytes from the BAR's start (<= the BAR's
+ * size, page multiple). Unmapping flushes the IOTLB before it returns: once it did, the borrower can
+ * no longer reach the device. Mappings of a link are dropped when the NTB goes away.
+ * Errors: ENODEV no such NTB or PCI device, EPERM the device is not bound to vfio-pci, EINVAL bad bar,
+ * size, alignment, flags or pad, ERANGE outside the window (or on its last page), EEXIST overlaps a
+ * mapping, ENOENT unmapping what is not mapped, EOPNOTSUPP no data path (FARPASS_FEAT_DATA_PATH unset).
+ */
+struct farpass_bar_map {
+	__u32 argsz;
+	__u32 flags;		/* in: FARPASS_BAR_MAP_F_* */
+	char  ntb[FARPASS_NAME_LEN];	/* in: this host's NTB towards the borrower */
+	char  pci[FARPASS_NAME_LEN];	/* in: the lent device, "0000:00:08.0" */
+	__u32 bar;		/* in: 0..5, a memory BAR */
+	__u32 pad;		/* must be 0 */
+	__u64 win_offset;	/* in: as announced (struct farpass_bar) */
+	__u64 size;		/* in */
+};
+
+#define FARPASS_BAR_MAP_F_UNMAP	(1U << 0)
+
+/* ---------------------------------------------------------------------------------- IRQ_BRIDGE */
+
+/*
+ * FARPASS_IOCTL_IRQ_BRIDGE (FARPASS_FEAT_DATA_PATH, lender role): relay eventfds to the borrower on
+ * NTB `ntb`: from now on, each time fds[i] is signalled (the agent gave the same fd to the device's
+ * VFIO_DEVICE_SET_IRQS), the kernel posts (irq_slot, start + i) into the link's interrupt mailbox and
+ * rings the peer's doorbell, from the eventfd's wake-up, with no userspace in the path. fds[i] = -1
+ * stops relaying that vector. FARPASS_IRQ_BRIDGE_F_CLEAR (count 0) stops every vector of the slot.
+ * The kernel holds its own references: the agent may close its fds afterwards.
+ * argsz = sizeof(struct farpass_irq_bridge) + count * sizeof(__s32).
+ * Errors: ENODEV no such NTB, EINVAL slot >= FARPASS_IRQ_SLOTS, start + count > FARPASS_IRQ_VECTORS,
+ * argsz, flags or pad, EBADF an fd that is not an eventfd, EOPNOTSUPP no data path.
+ */
+struct farpass_irq_bridge {
+	__u32 argsz;
+	__u32 flags;		/* in: FARPASS_IRQ_BRIDGE_F_* */
+	char  ntb[FARPASS_NAME_LEN];	/* in: this host's NTB towards the borrower */
+	__u32 irq_slot;		/* in: as announced to the borrower */
+	__u32 start;		/* in: first vector */
+	__u32 count;		/* in: entries in fds[] */
+	__u32 pad;		/* must be 0 */
+	__s32 fds[];		/* in */
+};
+
+#define FARPASS_IRQ_BRIDGE_F_CLEAR	(1U << 0)
+
 /* ----------------------------------------------------------------------------------------- ioctls */
 
 #define FARPASS_IOCTL_VERSION \
@@ -218,5 +327,11 @@ struct farpass_outbound_window {
 	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_UPCALL_REPLY, struct farpass_upcall_reply)
 #define FARPASS_IOCTL_OUTBOUND_WINDOW \
 	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_OUTBOUND_WINDOW, struct farpass_outbound_window)
+#define FARPASS_IOCTL_DMA_LAYOUT \
+	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_DMA_LAYOUT, struct farpass_dma_layout)
+#define FARPASS_IOCTL_BAR_MAP \
+	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_BAR_MAP, struct farpass_bar_map)
+#define FARPASS_IOCTL_IRQ_BRIDGE \
+	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_IRQ_BRIDGE, struct farpass_irq_bridge)
 
 #endif /* _UAPI_FARPASS_H */

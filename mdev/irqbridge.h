@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * irqbridge.h - the interrupt bridge (irqbridge.c): one mailbox per link and direction (mailbox.h),
+ * docs/mdev.md "The interrupt bridge".
+ *
+ * Lender (producer): eventfds the agent handed over (IRQ_BRIDGE) are hooked like KVM's irqfd; each
+ * signal posts (irq_slot, vector) into the ring area in the peer's DMA window (through our outbound
+ * window FARPASS_MW_DMA, last FP_XWIN_DMA_TAIL bytes) and rings doorbell FP_DB_IRQ.
+ * Borrower (consumer): the FP_DB_IRQ doorbell drains the ring in the interrupt handler and calls the
+ * target attached to (link, irq_slot) for each vector; the ack area is on the last page of the peer's
+ * BAR window (our outbound window FARPASS_MW_BAR).
+ * Both mailboxes of a link are (re)initialised when the link's handshake completes.
+ */
+#ifndef FARPASS_IRQBRIDGE_H
+#define FARPASS_IRQBRIDGE_H
+
+#include <linux/types.h>
+
+struct fp_link;
+struct farpass_irq_bridge;
+
+/* Borrower side: called in hard-irq context for every delivered vector of the attached slot. */
+typedef void (*fp_irq_deliver_fn)(void *ctx, u32 vector);
+
+int fp_irq_link_init(struct fp_link *link);	/* probe, after fp_xwin_setup() */
+void fp_irq_link_up(struct fp_link *link);	/* handshake OK: (re)initialise both mailboxes */
+void fp_irq_link_down(struct fp_link *link);	/* stop posting and draining */
+void fp_irq_link_exit(struct fp_link *link);	/* remove: unhook every eventfd, free */
+/* The NTB's doorbell handler saw FP_DB_IRQ (hard-irq context). */
+void fp_irq_db_event(struct fp_link *link);
+
+/* Borrower: route slot @slot's deliveries to @fn(@ctx, vector). -EBUSY if attached, -EINVAL slot. */
+int fp_irq_attach(struct fp_link *link, u32 slot, fp_irq_deliver_fn fn, void *ctx);
+/* After it returns no call of the old target runs or will run. */
+void fp_irq_detach(struct fp_link *link, u32 slot);
+
+/* Lender: FARPASS_IOCTL_IRQ_BRIDGE (header validated by the chardev, fds copied in). */
+int fp_irq_bridge(const struct farpass_irq_bridge *b, const s32 *fds);
+
+#endif /* FARPASS_IRQBRIDGE_H */

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * xwin.h - a link's two inbound windows (xwin.c) and the lender's BAR exposure (lend.c).
+ *
+ * Each side of a link reserves, at NTB probe, one IOVA range per window in its NTB's IOMMU domain and
+ * points the window's inbound translation at it (ntb_mw_set_trans) once; afterwards only IOMMU page
+ * tables change (iommu_map/iommu_unmap in that range, docs/mdev.md "How the lender maps device BARs"):
+ *   FARPASS_MW_BAR  the BAR window: lent devices' BARs at the offsets the lender announced (lend.c),
+ *                   and on its last page the interrupt mailbox's ack area (irqbridge.c)
+ *   FARPASS_MW_DMA  the DMA window: borrowing guests' RAM (dmawin.c), and in its last FP_XWIN_DMA_TAIL
+ *                   bytes the interrupt mailbox's ring area (irqbridge.c)
+ * The peer reaches them through its outbound windows of the same index; this side reaches the peer's
+ * through fp_xwin_peer(). A link whose NTB has no IOMMU domain (or an identity one) has no data path:
+ * fp_xwin_ready() is false and everything here fails with -EOPNOTSUPP.
+ *
+ * Locking: the ranges are set at probe and torn down at remove (no lock needed in between);
+ * link->xwin_lock (mutex) protects the lender's BAR mapping list.
+ */
+#ifndef FARPASS_XWIN_H
+#define FARPASS_XWIN_H
+
+#include <linux/types.h>
+
+#include "uapi/farpass.h"
+
+struct fp_link;
+struct farpass_bar_map;
+
+#define FP_XWIN_NR		2
+#define FP_XWIN_DMA_TAIL	(64 * 1024)	/* ring area of the interrupt mailbox */
+#define FP_XWIN_BAR_TAIL	PAGE_SIZE	/* ack area of the interrupt mailbox */
+
+/* Probe: reserve both ranges and set both inbound translations. 0 also when there is no IOMMU. */
+int fp_xwin_setup(struct fp_link *link);
+/* Remove: inbound translations off, every mapping gone (IOTLB flushed), ranges released. */
+void fp_xwin_teardown(struct fp_link *link);
+bool fp_xwin_ready(struct fp_link *link);
+
+/* Bytes of inbound window @mw usable for BARs or guest RAM (below its reserved tail). */
+u64 fp_xwin_usable(struct fp_link *link, int mw);
+/*
+ * Map [phys, phys + size) at @off of inbound window @mw (page aligned; IOMMU_READ | IOMMU_WRITE
+ * [| IOMMU_MMIO] in @prot). -ERANGE outside the window, -EOPNOTSUPP no data path, or iommu_map's.
+ * Unmap flushes the IOTLB before it returns.
+ */
+int fp_xwin_map(struct fp_link *link, int mw, u64 off, phys_addr_t phys, size_t size, int prot);
+void fp_xwin_unmap(struct fp_link *link, int mw, u64 off, size_t size);
+
+/* The peer's inbound window @mw as this side reaches it: physical base and size of our outbound MW. */
+int fp_xwin_peer(struct fp_link *link, int mw, phys_addr_t *base, u64 *size);
+
+/* lend.c: FARPASS_IOCTL_BAR_MAP (validated argsz/flags/pad by the chardev). */
+int fp_lend_bar_map(const struct farpass_bar_map *m);
+/* Remove: the link's BAR mappings go (before fp_xwin_teardown). */
+void fp_lend_link_teardown(struct fp_link *link);
+
+#endif /* FARPASS_XWIN_H */
