@@ -11,11 +11,13 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
 #include "chardev.h"
 #include "counters.h"
+#include "dmawin.h"
 #include "fp.h"
 #include "link.h"
 #include "proto.h"
@@ -72,13 +74,20 @@ static bool fp_announce_valid(const struct farpass_announce *a)
 	if (a->flags || memchr_inv(a->pad0, 0, sizeof(a->pad0)) || a->device_id > INT_MAX ||
 	    !fp_lender_name_valid(a->lender, sizeof(a->lender)) ||
 	    !fp_string_ok(a->lender_addr, sizeof(a->lender_addr), true) ||
-	    !fp_string_ok(a->ntb, sizeof(a->ntb), false) || a->class_code > 0xffffff)
+	    !fp_string_ok(a->ntb, sizeof(a->ntb), false) || a->class_code > 0xffffff ||
+	    a->irq_slot >= FARPASS_IRQ_SLOTS)
 		return false;
 	for (i = 0; i < FARPASS_NUM_BARS; i++) {
 		const struct farpass_bar *b = &a->bars[i];
 
-		if (b->pad || b->flags & ~(FARPASS_BAR_IO | FARPASS_BAR_MEM64 | FARPASS_BAR_PREFETCH) ||
+		if (b->pad || b->flags & ~(FARPASS_BAR_IO | FARPASS_BAR_MEM64 | FARPASS_BAR_PREFETCH |
+					   FARPASS_BAR_MAPPED) ||
 		    (b->size && !is_power_of_2(b->size)))
+			return false;
+		/* A slot in the BAR window: a memory BAR, aligned so that large pages can map it. */
+		if (b->flags & FARPASS_BAR_MAPPED &&
+		    (!b->size || b->flags & FARPASS_BAR_IO ||
+		     !IS_ALIGNED(b->win_offset, max_t(u64, min_t(u64, b->size, SZ_2M), PAGE_SIZE))))
 			return false;
 		if (b->flags & FARPASS_BAR_MEM64 && (i == FARPASS_NUM_BARS - 1 || b->flags & FARPASS_BAR_IO))
 			return false;
@@ -208,6 +217,25 @@ static long fp_ioctl_outbound_window(void __user *uarg)
 	return ret;	/* -ENOENT still tells the window count */
 }
 
+static long fp_ioctl_dma_layout(void __user *uarg)
+{
+	struct farpass_dma_layout l;
+	long argsz, ret;
+
+	argsz = fp_copy_in(&l, sizeof(l), sizeof(l), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (l.flags)
+		return -EINVAL;
+	l.nr_slots = 0;
+	l.pages_pinned = 0;
+	memset(l.slots, 0, sizeof(l.slots));
+	ret = fp_dmawin_layout(&l);
+	if (ret)
+		return ret;
+	return fp_copy_out(uarg, &l, sizeof(l), argsz);
+}
+
 static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int cmd,
 			      void __user *uarg)
 {
@@ -227,6 +255,7 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 	case FARPASS_CMD_UPCALL_GET:
 	case FARPASS_CMD_UPCALL_REPLY:
 	case FARPASS_CMD_OUTBOUND_WINDOW:
+	case FARPASS_CMD_DMA_LAYOUT:
 		if (!version)
 			return -EPROTO;		/* VERSION must come first */
 		break;
@@ -242,6 +271,8 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 		return fp_ioctl_upcall_get(f, file, uarg);
 	case FARPASS_CMD_OUTBOUND_WINDOW:
 		return fp_ioctl_outbound_window(uarg);
+	case FARPASS_CMD_DMA_LAYOUT:
+		return fp_ioctl_dma_layout(uarg);
 	default:
 		return fp_ioctl_upcall_reply(uarg);
 	}

@@ -45,6 +45,12 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_CFG_FORWARDED]	= "cfg_forwarded",
 	[FP_C_SURPRISE_REMOVED]	= "surprise_removed",
 	[FP_C_RESETS]		= "resets",
+	[FP_C_DMA_WINDOWS]	= "dma_windows",
+	[FP_C_UPCALL_SET_IRQS]	= "upcalls_set_irqs",
+	[FP_C_BAR_TRAPPED_MSIX]	= "bar_trapped_msix",
+	[FP_C_BAR_TRAPPED]	= "bar_trapped_other",
+	[FP_C_IRQS_SIGNALLED]	= "irqs_signalled",
+	[FP_C_IRQS_DROPPED]	= "irqs_dropped",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

@@ -27,7 +27,7 @@ enum fp_counter {
 	FP_C_INSTANCES,		/* G mdev instances */
 	FP_C_VFIO_OPEN,		/* G instances opened by a VFIO user */
 	FP_C_DMA_UNMAP,		/* E dma_unmap callbacks */
-	FP_C_PINNED_PAGES,	/* G guest pages pinned (a later slice) */
+	FP_C_PINNED_PAGES,	/* G guest pages pinned for DMA windows */
 	FP_C_UPCALL_BORROW,	/* E upcalls made, by op */
 	FP_C_UPCALL_RETURN,	/* E */
 	FP_C_UPCALL_CFG_READ,	/* E */
@@ -42,6 +42,12 @@ enum fp_counter {
 	FP_C_CFG_FORWARDED,	/* E pieces of them forwarded to the lender */
 	FP_C_SURPRISE_REMOVED,	/* E instances marked surprise-removed (dead agent) */
 	FP_C_RESETS,		/* E VFIO_DEVICE_RESET served */
+	FP_C_DMA_WINDOWS,	/* G borrowers' DMA windows mapped (dmawin.c) */
+	FP_C_UPCALL_SET_IRQS,	/* E SET_IRQS upcalls */
+	FP_C_BAR_TRAPPED_MSIX,	/* E trapped BAR accesses to MSI-X table/PBA pages */
+	FP_C_BAR_TRAPPED,	/* E trapped BAR accesses elsewhere (none expected: those are mmapped) */
+	FP_C_IRQS_SIGNALLED,	/* E bridged interrupts signalled to the VFIO user */
+	FP_C_IRQS_DROPPED,	/* E bridged interrupts of a vector with no eventfd */
 	FP_C_NR
 };
 

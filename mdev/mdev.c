@@ -22,9 +22,14 @@
  * BORROW/RETURN/RESET upcalls, the ERR and REQ eventfds are served. A dead agent (upcall timeout, or
  * no agent file) makes the instance surprise-removed until it is opened again: config reads return
  * all-ones, everything else fails at once with -ENODEV, the ERR eventfd fires.
- * Not yet: BAR regions (sizes only), INTx/MSI/MSI-X (count 0), mmap.
+ * Data path (docs/mdev.md "BAR and DMA windows"): BAR regions are mmapped from the outbound window
+ * FARPASS_MW_BAR at the slot the lender announced, but for the MSI-X table/PBA pages, whose accesses are
+ * trapped and go through an ioremap of the same window; bus-master enable builds the DMA window
+ * (dmawin.c) before BORROW; MSI/MSI-X eventfds from SET_IRQS are signalled by the interrupt bridge.
  */
+#include <linux/bitfield.h>
 #include <linux/eventfd.h>
+#include <linux/io.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
@@ -32,16 +37,22 @@
 
 #include "cfg.h"
 #include "counters.h"
+#include "dmawin.h"
 #include "fp.h"
+#include "irqbridge.h"
 #include "link.h"
 #include "proto.h"
 #include "types.h"
 #include "upcall.h"
+#include "xwin.h"
 
 /*
  * One instance. Locks: scan_lock (mutex) builds vcfg at the first config access after open; bm_lock
- * (mutex) serialises borrow-state changes and is held across their upcall; state_lock (spinlock) the
- * shadow, the flags and the eventfds, never held across an upcall.
+ * (mutex) serialises borrow-state and interrupt-state changes and is held across their upcall;
+ * state_lock (spinlock) the shadow, the flags and the ERR/REQ eventfds, never held across an upcall;
+ * dma_lock (mutex) the DMA window's pages, between borrow/return and the VFIO user's unmaps; irq_lock
+ * (spinlock, irqsave: the bridge delivers in hard-irq context) the MSI/MSI-X eventfds; bar_lock (mutex)
+ * the BAR ioremaps. Order: bm_lock -> dma_lock; bm_lock -> state_lock; bm_lock -> irq_lock.
  */
 struct fp_mdev {
 	struct vfio_device vdev;
@@ -56,6 +67,17 @@ struct fp_mdev {
 	struct eventfd_ctx *err_trigger;	/* VFIO_PCI_ERR_IRQ_INDEX */
 	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
 	struct fp_vcfg vcfg;
+
+	struct mutex dma_lock;
+	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
+
+	spinlock_t irq_lock;
+	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
+	u32 irq_count;			/* vectors enabled; as irq_index */
+	struct eventfd_ctx **irq_trig;	/* irq_count triggers, NULL = none; as irq_index */
+
+	struct mutex bar_lock;
+	void __iomem *bar_io[FARPASS_NUM_BARS];	/* trapped BAR accesses; bar_lock, unmapped at close */
 };
 
 static struct mdev_driver fp_mdev_driver;
@@ -408,11 +430,129 @@ static int fp_cfg_forward(struct fp_mdev *fm, const struct fp_cfg_piece *p, u8 *
 	return ret;
 }
 
+/* The interrupt bridge delivers a vector of our irq_slot (hard-irq context). */
+static void fp_irq_deliver(void *ctx, u32 vector)
+{
+	struct fp_mdev *fm = ctx;
+	unsigned long flags;
+	bool signalled = false;
+
+	spin_lock_irqsave(&fm->irq_lock, flags);
+	if (vector < fm->irq_count && fm->irq_trig[vector]) {
+		eventfd_signal(fm->irq_trig[vector], 1);
+		signalled = true;
+	}
+	spin_unlock_irqrestore(&fm->irq_lock, flags);
+	fp_count(signalled ? FP_C_IRQS_SIGNALLED : FP_C_IRQS_DROPPED, 1);
+}
+
+/* Swap in a new trigger table (NULL: none) for @index; the old one's eventfds are released. */
+static void fp_irq_swap(struct fp_mdev *fm, int index, u32 count, struct eventfd_ctx **trig)
+{
+	struct eventfd_ctx **old;
+	u32 i, n;
+
+	lockdep_assert_held(&fm->bm_lock);
+	spin_lock_irq(&fm->irq_lock);
+	old = fm->irq_trig;
+	n = fm->irq_count;
+	fm->irq_trig = trig;
+	fm->irq_count = count;
+	fm->irq_index = index;
+	spin_unlock_irq(&fm->irq_lock);
+	for (i = 0; old && i < n; i++)
+		if (old[i])
+			eventfd_ctx_put(old[i]);
+	kfree(old);
+}
+
+/* MSI/MSI-X off locally (close, DATA_NONE with count 0); the caller tells the lender if borrowed. */
+static void fp_irq_disable(struct fp_mdev *fm)
+{
+	fp_irq_swap(fm, -1, 0, NULL);
+}
+
+/* Tell the lender how many vectors of which index to arm (SET_IRQS upcall); only while borrowed. */
+static int fp_irq_upcall(struct fp_mdev *fm, int index, u32 count)
+{
+	lockdep_assert_held(&fm->bm_lock);
+	if (!fm->borrowed || index < 0)
+		return 0;
+	return fp_call(fm, FARPASS_UPCALL_SET_IRQS, fm->instance, index, count, NULL);
+}
+
+static void fp_dma_destroy(struct fp_mdev *fm)
+{
+	mutex_lock(&fm->dma_lock);
+	if (fm->dmawin)
+		fp_dmawin_destroy(fm->dmawin);
+	fm->dmawin = NULL;
+	mutex_unlock(&fm->dma_lock);
+}
+
 /*
- * A write to the command register. Bus-master enable 0 -> 1 borrows the device (BORROW upcall; if the
- * agent refuses, the bit stays 0), 1 -> 0 returns it (RETURN). bm_lock serialises borrow state changes
- * (command writes, reset, close) and is held across their upcall: it is taken by nothing else, so a
- * dead agent holds another vCPU here for at most one timeout.
+ * Give the device back: RETURN first (the lender stops the device and unmaps its side), then the
+ * interrupt bridge and our DMA window (unmapped, IOTLB flushed, then unpinned). A failed RETURN still
+ * ends the borrow here: the lender resets what it takes back.
+ */
+static void fp_return(struct fp_mdev *fm)
+{
+	lockdep_assert_held(&fm->bm_lock);
+	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+	fp_irq_detach(fm->rdev->link, fm->rdev->desc.irq_slot);
+	fp_dma_destroy(fm);
+	spin_lock(&fm->state_lock);
+	fm->borrowed = false;
+	spin_unlock(&fm->state_lock);
+}
+
+/*
+ * Lazy borrow at bus-master enable: the DMA window is built first (the agent serving BORROW reads its
+ * layout with DMA_LAYOUT), then BORROW, then the interrupt bridge and the current MSI/MSI-X state.
+ */
+static int fp_borrow(struct fp_mdev *fm)
+{
+	struct fp_link *link = fm->rdev->link;
+	u32 slot = fm->rdev->desc.irq_slot;
+	int ret;
+
+	lockdep_assert_held(&fm->bm_lock);
+	mutex_lock(&fm->dma_lock);
+	ret = fp_dmawin_create(link, &fm->vdev, fm->rdev->desc.device_id, &fm->dmawin);
+	mutex_unlock(&fm->dma_lock);
+	if (ret) {
+		dev_warn_ratelimited(fm->vdev.dev, "farpass: DMA window of device %u: %pe\n",
+				     fm->rdev->desc.device_id, ERR_PTR(ret));
+		return ret;
+	}
+	ret = fp_call(fm, FARPASS_UPCALL_BORROW, fm->instance, 0, 0, NULL);
+	if (ret)
+		goto out_destroy;
+	ret = fp_irq_attach(link, slot, fp_irq_deliver, fm);
+	if (ret)
+		goto out_return;
+	spin_lock(&fm->state_lock);
+	fm->borrowed = true;
+	spin_unlock(&fm->state_lock);
+	ret = fp_irq_upcall(fm, fm->irq_index, fm->irq_count);
+	if (ret)
+		fp_return(fm);
+	return ret;
+
+out_return:
+	dev_warn_ratelimited(fm->vdev.dev, "farpass: interrupt slot %u of device %u: %pe\n", slot,
+			     fm->rdev->desc.device_id, ERR_PTR(ret));
+	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+out_destroy:
+	fp_dma_destroy(fm);
+	return ret;
+}
+
+/*
+ * A write to the command register. Bus-master enable 0 -> 1 borrows the device (if that fails, the
+ * bit stays 0), 1 -> 0 returns it. bm_lock serialises borrow state changes (command writes, reset,
+ * close, SET_IRQS) and is held across their upcalls, so a dead agent holds another vCPU here for at
+ * most one timeout.
  */
 static int fp_cfg_command(struct fp_mdev *fm, const struct fp_cfg_piece *p, const u8 *buf)
 {
@@ -431,14 +571,14 @@ static int fp_cfg_command(struct fp_mdev *fm, const struct fp_cfg_piece *p, cons
 	spin_unlock(&fm->state_lock);
 
 	if ((old ^ new) & FP_PCI_CMD_BME) {
-		ret = fp_call(fm, bme ? FARPASS_UPCALL_BORROW : FARPASS_UPCALL_RETURN, fm->instance, 0, 0,
-			      NULL);
-		/* A failed RETURN still ends the borrow here: the lender resets what it takes back. */
-		if (!ret || !bme) {
+		if (bme)
+			ret = fp_borrow(fm);
+		else
+			fp_return(fm);
+		if (!ret) {
 			spin_lock(&fm->state_lock);
 			fp_vcfg_set_command(&fm->vcfg, (fp_vcfg_command(&fm->vcfg) & ~FP_PCI_CMD_BME) |
 					    (bme ? FP_PCI_CMD_BME : 0));
-			fm->borrowed = bme;
 			spin_unlock(&fm->state_lock);
 		}
 	}
@@ -490,6 +630,207 @@ static ssize_t fp_cfg_access(struct fp_mdev *fm, u8 *buf, u32 count, u32 off, bo
 	return count;
 }
 
+/* ------------------------------------------------------------------------------------ BAR regions */
+
+/* A memory BAR the lender placed in the link's BAR window (not the upper half of a 64-bit one). */
+static const struct farpass_bar *fp_bar_mapped(struct fp_mdev *fm, u32 index)
+{
+	const struct farpass_bar *bars = fm->rdev->desc.bars;
+
+	if (index > VFIO_PCI_BAR5_REGION_INDEX || (index && bars[index - 1].flags & FARPASS_BAR_MEM64))
+		return NULL;
+	if (!bars[index].size || !(bars[index].flags & FARPASS_BAR_MAPPED))
+		return NULL;
+	return &bars[index];
+}
+
+struct fp_span {
+	u64 start, end;
+};
+
+/*
+ * The pages of BAR @index that are trapped, not mmapped: those of the MSI-X table and PBA (QEMU
+ * emulates them for the guest), from the virtual MSI-X capability. Ascending, merged; returns how many.
+ */
+static int fp_bar_traps(struct fp_mdev *fm, u32 index, u64 bar_size, struct fp_span sp[2])
+{
+	const struct fp_vcfg *c = &fm->vcfg;
+	__le32 reg[2];
+	__le16 ctrl;
+	u32 entries, i, n = 0;
+	u64 len;
+
+	fp_cfg_ready(fm);
+	if (!c->msix)		/* fixed by the scan */
+		return 0;
+	spin_lock(&fm->state_lock);
+	fp_vcfg_read(c, c->msix + PCI_MSIX_FLAGS, 2, (u8 *)&ctrl);
+	fp_vcfg_read(c, c->msix + PCI_MSIX_TABLE, 8, (u8 *)reg);
+	spin_unlock(&fm->state_lock);
+	entries = (le16_to_cpu(ctrl) & PCI_MSIX_FLAGS_QSIZE) + 1;
+	for (i = 0; i < 2; i++) {
+		u32 v = le32_to_cpu(reg[i]);
+
+		if ((v & PCI_MSIX_TABLE_BIR) != index)
+			continue;
+		len = i ? DIV_ROUND_UP(entries, 64) * 8 : entries * PCI_MSIX_ENTRY_SIZE;
+		sp[n].start = round_down(v & PCI_MSIX_TABLE_OFFSET, PAGE_SIZE);
+		sp[n].end = min(round_up((u64)(v & PCI_MSIX_TABLE_OFFSET) + len, PAGE_SIZE), bar_size);
+		n++;
+	}
+	if (n == 2 && sp[1].start < sp[0].start)
+		swap(sp[0], sp[1]);
+	if (n == 2 && sp[1].start <= sp[0].end) {
+		sp[0].end = max(sp[0].end, sp[1].end);
+		n = 1;
+	}
+	return n;
+}
+
+static bool fp_spans_hit(const struct fp_span *sp, int n, u64 start, u64 end)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (start < sp[i].end && sp[i].start < end)
+			return true;
+	return false;
+}
+
+/* Region info capability: the mmappable areas of a BAR, i.e. all but the trapped pages. */
+static int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_cap *caps)
+{
+	struct vfio_region_info_cap_sparse_mmap *sparse;
+	struct fp_span sp[2];
+	u64 pos = 0;
+	int n, i, nr = 0, ret;
+	size_t len;
+
+	n = fp_bar_traps(fm, index, size, sp);
+	if (!n)
+		return 0;	/* no sparse cap: the whole BAR is mmappable */
+	len = struct_size(sparse, areas, n + 1);
+	sparse = kzalloc(len, GFP_KERNEL);
+	if (!sparse)
+		return -ENOMEM;
+	sparse->header.id = VFIO_REGION_INFO_CAP_SPARSE_MMAP;
+	sparse->header.version = 1;
+	for (i = 0; i <= n; i++) {
+		u64 end = i < n ? sp[i].start : size;
+
+		if (end > pos) {
+			sparse->areas[nr].offset = pos;
+			sparse->areas[nr].size = end - pos;
+			nr++;
+		}
+		if (i < n)
+			pos = sp[i].end;
+	}
+	sparse->nr_areas = nr;
+	ret = vfio_info_add_capability(caps, &sparse->header, struct_size(sparse, areas, nr));
+	kfree(sparse);
+	return ret;
+}
+
+/* The outbound window's view of BAR @index, for trapped accesses: ioremapped once per open. */
+static void __iomem *fp_bar_io(struct fp_mdev *fm, u32 index, const struct farpass_bar *b)
+{
+	phys_addr_t base;
+	u64 size;
+	int ret;
+
+	mutex_lock(&fm->bar_lock);
+	if (!fm->bar_io[index]) {
+		ret = fp_xwin_peer(fm->rdev->link, FARPASS_MW_BAR, &base, &size);
+		if (!ret && b->win_offset + b->size > size)
+			ret = -ERANGE;
+		if (!ret)
+			fm->bar_io[index] = ioremap(base + b->win_offset, b->size);
+		if (ret)
+			dev_warn_ratelimited(fm->vdev.dev, "farpass: BAR%u of device %u: %pe\n", index,
+					     fm->rdev->desc.device_id, ERR_PTR(ret));
+	}
+	mutex_unlock(&fm->bar_lock);
+	return fm->bar_io[index];
+}
+
+/* One naturally aligned MMIO access of 1, 2, 4 or 8 bytes, little-endian as the VFIO region. */
+static void fp_mmio(void __iomem *p, u64 *val, u32 size, bool write)
+{
+	switch (size) {
+	case 8:
+		if (write)
+			writeq(*val, p);
+		else
+			*val = readq(p);
+		break;
+	case 4:
+		if (write)
+			writel(*val, p);
+		else
+			*val = readl(p);
+		break;
+	case 2:
+		if (write)
+			writew(*val, p);
+		else
+			*val = readw(p);
+		break;
+	default:
+		if (write)
+			writeb(*val, p);
+		else
+			*val = readb(p);
+	}
+}
+
+/*
+ * A trapped access to a BAR region (QEMU's to the MSI-X table/PBA pages, or anything it did not
+ * mmap): split into the largest naturally aligned pieces, each one MMIO access through the window.
+ */
+static ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off,
+			 bool write)
+{
+	const struct farpass_bar *b = fp_bar_mapped(fm, index);
+	struct fp_span sp[2];
+	void __iomem *io;
+	size_t done, size;
+	u64 val;
+
+	if (!b || off >= b->size)
+		return -EINVAL;
+	count = min_t(u64, count, b->size - off);
+	fp_count(fp_spans_hit(sp, fp_bar_traps(fm, index, b->size, sp), off, off + count) ?
+		 FP_C_BAR_TRAPPED_MSIX : FP_C_BAR_TRAPPED, 1);
+	io = fp_bar_io(fm, index, b);
+	if (!io)
+		return -EIO;
+	for (done = 0; done < count; done += size) {
+		for (size = 8; size > 1 && ((off + done) % size || count - done < size); size /= 2)
+			;
+		val = 0;
+		if (write && copy_from_user(&val, ubuf + done, size))
+			return done ? done : -EFAULT;
+		fp_mmio(io + off + done, &val, size, write);
+		if (!write && copy_to_user(ubuf + done, &val, size))
+			return done ? done : -EFAULT;
+	}
+	return count;
+}
+
+static void fp_bar_unmap_all(struct fp_mdev *fm)
+{
+	int i;
+
+	mutex_lock(&fm->bar_lock);
+	for (i = 0; i < FARPASS_NUM_BARS; i++) {
+		if (fm->bar_io[i])
+			iounmap(fm->bar_io[i]);
+		fm->bar_io[i] = NULL;
+	}
+	mutex_unlock(&fm->bar_lock);
+}
+
 static ssize_t fp_vfio_rw(struct vfio_device *vdev, char __user *ubuf, size_t count, loff_t *ppos,
 			  bool write)
 {
@@ -500,8 +841,12 @@ static ssize_t fp_vfio_rw(struct vfio_device *vdev, char __user *ubuf, size_t co
 	u8 *buf;
 
 	if (pos >> FP_OFFSET_SHIFT != VFIO_PCI_CONFIG_REGION_INDEX) {
-		dev_dbg_ratelimited(vdev->dev, "access at %#llx: BAR regions not served yet\n", pos);
-		return -EIO;
+		if (!count)
+			return -EINVAL;
+		ret = fp_bar_rw(fm, pos >> FP_OFFSET_SHIFT, ubuf, count, pos & FP_OFFSET_MASK, write);
+		if (ret > 0)
+			*ppos += ret;
+		return ret;
 	}
 	if (off >= FP_CFG_REGION_SIZE || !count)
 		return -EINVAL;
@@ -541,6 +886,7 @@ static int fp_vfio_open(struct vfio_device *vdev)
 	WRITE_ONCE(fm->dead, false);
 	fm->scanned = false;
 	fm->borrowed = false;
+	fm->irq_index = -1;
 	fp_count(FP_C_VFIO_OPEN, 1);
 	return 0;
 }
@@ -552,9 +898,10 @@ static void fp_vfio_close(struct vfio_device *vdev)
 
 	mutex_lock(&fm->bm_lock);
 	if (fm->borrowed)
-		fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
-	fm->borrowed = false;
+		fp_return(fm);
+	fp_irq_disable(fm);
 	mutex_unlock(&fm->bm_lock);
+	fp_bar_unmap_all(fm);
 	spin_lock(&fm->state_lock);
 	err = fm->err_trigger;
 	req = fm->req_trigger;
@@ -570,7 +917,6 @@ static void fp_vfio_close(struct vfio_device *vdev)
 /* VFIO_DEVICE_RESET: the lender resets the device (RESET upcall); a borrowed device is returned. */
 static int fp_vfio_reset(struct fp_mdev *fm)
 {
-	bool was_borrowed;
 	int ret;
 
 	fp_cfg_ready(fm);
@@ -580,11 +926,9 @@ static int fp_vfio_reset(struct fp_mdev *fm)
 		fp_count(FP_C_RESETS, 1);
 		spin_lock(&fm->state_lock);
 		fp_vcfg_reset(&fm->vcfg);
-		was_borrowed = fm->borrowed;
-		fm->borrowed = false;
 		spin_unlock(&fm->state_lock);
-		if (was_borrowed)
-			fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+		if (fm->borrowed)
+			fp_return(fm);
 	}
 	mutex_unlock(&fm->bm_lock);
 	return fp_dead(fm) ? -ENODEV : ret;
@@ -593,8 +937,11 @@ static int fp_vfio_reset(struct fp_mdev *fm)
 static int fp_vfio_region_info(struct fp_mdev *fm, unsigned long arg)
 {
 	unsigned long minsz = offsetofend(struct vfio_region_info, offset);
+	struct vfio_info_cap caps = { .buf = NULL, .size = 0 };
 	const struct farpass_bar *bars = fm->rdev->desc.bars;
+	const struct farpass_bar *b;
 	struct vfio_region_info info;
+	int ret = 0;
 
 	if (copy_from_user(&info, (void __user *)arg, minsz))
 		return -EFAULT;
@@ -609,15 +956,64 @@ static int fp_vfio_region_info(struct fp_mdev *fm, unsigned long arg)
 	if (info.index == VFIO_PCI_CONFIG_REGION_INDEX) {
 		info.size = FP_CFG_REGION_SIZE;
 		info.flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
+	} else if ((b = fp_bar_mapped(fm, info.index))) {
+		info.size = b->size;
+		info.flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE |
+			     VFIO_REGION_INFO_FLAG_MMAP;
+		ret = fp_bar_sparse_cap(fm, info.index, b->size, &caps);
+		if (ret)
+			return ret;
 	} else if (info.index <= VFIO_PCI_BAR5_REGION_INDEX &&
 		   !(info.index && bars[info.index - 1].flags & FARPASS_BAR_MEM64)) {
-		/* The BAR's size; no access flags until the outbound window is mapped (next slice). */
+		/* Not in the BAR window (I/O BARs; a lender that placed no slot): the size only. */
 		info.size = bars[info.index].size;
 	}
-	return copy_to_user((void __user *)arg, &info, minsz) ? -EFAULT : 0;
+	if (caps.size) {
+		info.flags |= VFIO_REGION_INFO_FLAG_CAPS;
+		if (info.argsz < sizeof(info) + caps.size) {
+			info.argsz = sizeof(info) + caps.size;	/* the caller asks again */
+		} else {
+			vfio_info_cap_shift(&caps, sizeof(info));
+			if (copy_to_user((void __user *)arg + sizeof(info), caps.buf, caps.size))
+				ret = -EFAULT;
+			info.cap_offset = sizeof(info);
+		}
+		kfree(caps.buf);
+	}
+	if (!ret && copy_to_user((void __user *)arg, &info, minsz))
+		ret = -EFAULT;
+	return ret;
 }
 
-static int fp_vfio_irq_info(unsigned long arg)
+/* Vectors of each index: MSI from the multiple-message capable field, MSI-X the table size. */
+static u32 fp_irq_max(struct fp_mdev *fm, u32 index)
+{
+	const struct fp_vcfg *c = &fm->vcfg;
+	__le16 ctrl;
+	u8 cap;
+
+	switch (index) {
+	case VFIO_PCI_MSI_IRQ_INDEX:
+	case VFIO_PCI_MSIX_IRQ_INDEX:
+		fp_cfg_ready(fm);
+		cap = index == VFIO_PCI_MSI_IRQ_INDEX ? c->msi : c->msix;
+		if (!cap)
+			return 0;
+		spin_lock(&fm->state_lock);
+		fp_vcfg_read(c, cap + PCI_MSI_FLAGS, 2, (u8 *)&ctrl);
+		spin_unlock(&fm->state_lock);
+		if (index == VFIO_PCI_MSIX_IRQ_INDEX)
+			return (le16_to_cpu(ctrl) & PCI_MSIX_FLAGS_QSIZE) + 1;
+		return 1U << min_t(u32, FIELD_GET(PCI_MSI_FLAGS_QMASK, le16_to_cpu(ctrl)), 5);
+	case VFIO_PCI_ERR_IRQ_INDEX:
+	case VFIO_PCI_REQ_IRQ_INDEX:
+		return 1;
+	default:
+		return 0;	/* INTx: the pin is virtualised to 0, the bridge carries MSI/MSI-X */
+	}
+}
+
+static int fp_vfio_irq_info(struct fp_mdev *fm, unsigned long arg)
 {
 	unsigned long minsz = offsetofend(struct vfio_irq_info, count);
 	struct vfio_irq_info info;
@@ -626,48 +1022,114 @@ static int fp_vfio_irq_info(unsigned long arg)
 		return -EFAULT;
 	if (info.argsz < minsz || info.index >= VFIO_PCI_NUM_IRQS)
 		return -EINVAL;
-	/* ERR and REQ are served; INTx, MSI and MSI-X come with the interrupt bridge (count 0). */
 	info.flags = VFIO_IRQ_INFO_EVENTFD;
-	info.count = info.index == VFIO_PCI_ERR_IRQ_INDEX || info.index == VFIO_PCI_REQ_IRQ_INDEX;
+	if (info.index == VFIO_PCI_MSI_IRQ_INDEX || info.index == VFIO_PCI_MSIX_IRQ_INDEX)
+		info.flags |= VFIO_IRQ_INFO_NORESIZE;	/* as vfio-pci of this kernel */
+	info.count = fp_irq_max(fm, info.index);
 	return copy_to_user((void __user *)arg, &info, minsz) ? -EFAULT : 0;
 }
 
-static int fp_vfio_set_irqs(struct fp_mdev *fm, unsigned long arg)
+/* DATA_EVENTFD: eventfds (-1 = none) for vectors [start, start + count) of an enabled index. */
+static int fp_irq_set_eventfds(struct fp_mdev *fm, u32 start, u32 count, const s32 *fds)
 {
-	unsigned long minsz = offsetofend(struct vfio_irq_set, count);
-	struct eventfd_ctx *ctx = NULL, *old, **slot;
-	struct vfio_irq_set hdr;
-	size_t data_size = 0;
-	s32 fd;
+	struct eventfd_ctx **ctx, *old;
+	u32 i;
+	int ret = 0;
+
+	ctx = kcalloc(count, sizeof(*ctx), GFP_KERNEL);
+	if (!ctx)
+		return -ENOMEM;
+	for (i = 0; i < count && !ret; i++) {
+		if (fds[i] < 0)
+			continue;
+		ctx[i] = eventfd_ctx_fdget(fds[i]);
+		if (IS_ERR(ctx[i])) {
+			ret = PTR_ERR(ctx[i]);
+			ctx[i] = NULL;
+		}
+	}
+	if (!ret) {
+		spin_lock_irq(&fm->irq_lock);
+		for (i = 0; i < count; i++)
+			swap(fm->irq_trig[start + i], ctx[i]);
+		spin_unlock_irq(&fm->irq_lock);
+	}
+	for (i = 0; i < count; i++) {
+		old = ctx[i];	/* the replaced ones, or ours on error */
+		if (old)
+			eventfd_ctx_put(old);
+	}
+	kfree(ctx);
+	return ret;
+}
+
+/*
+ * VFIO_DEVICE_SET_IRQS for MSI and MSI-X, as vfio-pci's vfio_pci_set_msi_trigger(): DATA_EVENTFD
+ * enables the index with start + count vectors if it is off, then sets the eventfds; DATA_NONE with
+ * count 0 disables; DATA_NONE/BOOL trigger the vectors' eventfds. Enabling, disabling or resizing is
+ * a SET_IRQS upcall while borrowed (the lender arms that many vectors on the device). bm_lock held.
+ */
+static int fp_irq_set_msi(struct fp_mdev *fm, const struct vfio_irq_set *hdr, const void *data)
+{
+	struct eventfd_ctx **trig;
+	const u8 *bools = data;
+	int index = hdr->index;
+	u32 i, n;
 	int ret;
 
-	if (copy_from_user(&hdr, (void __user *)arg, minsz))
-		return -EFAULT;
-	ret = vfio_set_irqs_validate_and_prepare(&hdr, 1, VFIO_PCI_NUM_IRQS, &data_size);
-	if (ret)
-		return ret;
-	if (hdr.index != VFIO_PCI_ERR_IRQ_INDEX && hdr.index != VFIO_PCI_REQ_IRQ_INDEX)
-		return hdr.count ? -EINVAL : 0;		/* nothing to disable */
-	if (!(hdr.flags & VFIO_IRQ_SET_ACTION_TRIGGER))
+	lockdep_assert_held(&fm->bm_lock);
+	if ((hdr->flags & VFIO_IRQ_SET_ACTION_TYPE_MASK) != VFIO_IRQ_SET_ACTION_TRIGGER)
+		return -ENOTTY;		/* vfio-pci has no MSI/MSI-X masking either */
+	if (fm->irq_index == index && !hdr->count && hdr->flags & VFIO_IRQ_SET_DATA_NONE) {
+		fp_irq_disable(fm);
+		fp_irq_upcall(fm, index, 0);
+		return 0;
+	}
+	if (fm->irq_index >= 0 && fm->irq_index != index)
 		return -EINVAL;
-	slot = hdr.index == VFIO_PCI_ERR_IRQ_INDEX ? &fm->err_trigger : &fm->req_trigger;
-	if (hdr.flags & VFIO_IRQ_SET_DATA_NONE || hdr.flags & VFIO_IRQ_SET_DATA_BOOL) {
-		u8 b = 1;
+	if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD) {
+		if (fm->irq_index == index)
+			return hdr->start + hdr->count > fm->irq_count ? -EINVAL :
+			       fp_irq_set_eventfds(fm, hdr->start, hdr->count, data);
+		n = hdr->start + hdr->count;
+		trig = kcalloc(n, sizeof(*trig), GFP_KERNEL);
+		if (!trig)
+			return -ENOMEM;
+		fp_irq_swap(fm, index, n, trig);
+		ret = fp_irq_set_eventfds(fm, hdr->start, hdr->count, data);
+		if (!ret)
+			ret = fp_irq_upcall(fm, index, n);
+		if (ret)
+			fp_irq_disable(fm);
+		return ret;
+	}
+	if (fm->irq_index != index || hdr->start + hdr->count > fm->irq_count)
+		return hdr->count ? -EINVAL : 0;	/* disabling what is off is a no-op */
+	spin_lock_irq(&fm->irq_lock);
+	for (i = 0; i < hdr->count; i++)
+		if (fm->irq_trig[hdr->start + i] && (hdr->flags & VFIO_IRQ_SET_DATA_NONE || bools[i]))
+			eventfd_signal(fm->irq_trig[hdr->start + i], 1);
+	spin_unlock_irq(&fm->irq_lock);
+	return 0;
+}
 
-		if (!hdr.count)
-			return 0;
-		if (hdr.flags & VFIO_IRQ_SET_DATA_BOOL &&
-		    copy_from_user(&b, (void __user *)(arg + minsz), sizeof(b)))
-			return -EFAULT;
-		if (b)
+/* SET_IRQS on ERR or REQ: one trigger each, kept under state_lock. */
+static int fp_irq_set_err_req(struct fp_mdev *fm, const struct vfio_irq_set *hdr, const void *data)
+{
+	struct eventfd_ctx *ctx = NULL, *old, **slot;
+	s32 fd = -1;
+
+	if (!(hdr->flags & VFIO_IRQ_SET_ACTION_TRIGGER))
+		return -EINVAL;
+	slot = hdr->index == VFIO_PCI_ERR_IRQ_INDEX ? &fm->err_trigger : &fm->req_trigger;
+	if (hdr->flags & (VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_DATA_BOOL)) {
+		if (hdr->count && (hdr->flags & VFIO_IRQ_SET_DATA_NONE || *(const u8 *)data))
 			fp_signal(fm, slot);
 		return 0;
 	}
 	/* DATA_EVENTFD */
-	if (!hdr.count)
-		fd = -1;
-	else if (copy_from_user(&fd, (void __user *)(arg + minsz), sizeof(fd)))
-		return -EFAULT;
+	if (hdr->count)
+		fd = *(const s32 *)data;
 	if (fd >= 0) {
 		ctx = eventfd_ctx_fdget(fd);
 		if (IS_ERR(ctx))
@@ -683,6 +1145,41 @@ static int fp_vfio_set_irqs(struct fp_mdev *fm, unsigned long arg)
 	if (old)
 		eventfd_ctx_put(old);
 	return 0;
+}
+
+static int fp_vfio_set_irqs(struct fp_mdev *fm, unsigned long arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_irq_set, count);
+	struct vfio_irq_set hdr;
+	size_t data_size = 0;
+	void *data = NULL;
+	u32 max;
+	int ret;
+
+	if (copy_from_user(&hdr, (void __user *)arg, minsz))
+		return -EFAULT;
+	if (hdr.index >= VFIO_PCI_NUM_IRQS)
+		return -EINVAL;
+	max = fp_irq_max(fm, hdr.index);
+	if (!max)
+		return hdr.count ? -EINVAL : 0;		/* INTx, or no such capability: nothing to disable */
+	ret = vfio_set_irqs_validate_and_prepare(&hdr, max, VFIO_PCI_NUM_IRQS, &data_size);
+	if (ret)
+		return ret;
+	if (data_size) {
+		data = memdup_user((void __user *)(arg + minsz), data_size);
+		if (IS_ERR(data))
+			return PTR_ERR(data);
+	}
+	if (hdr.index == VFIO_PCI_MSI_IRQ_INDEX || hdr.index == VFIO_PCI_MSIX_IRQ_INDEX) {
+		mutex_lock(&fm->bm_lock);
+		ret = fp_irq_set_msi(fm, &hdr, data);
+		mutex_unlock(&fm->bm_lock);
+	} else {
+		ret = fp_irq_set_err_req(fm, &hdr, data);
+	}
+	kfree(data);
+	return ret;
 }
 
 static long fp_vfio_ioctl(struct vfio_device *vdev, unsigned int cmd, unsigned long arg)
@@ -705,7 +1202,7 @@ static long fp_vfio_ioctl(struct vfio_device *vdev, unsigned int cmd, unsigned l
 	case VFIO_DEVICE_GET_REGION_INFO:
 		return fp_vfio_region_info(fm, arg);
 	case VFIO_DEVICE_GET_IRQ_INFO:
-		return fp_vfio_irq_info(arg);
+		return fp_vfio_irq_info(fm, arg);
 	case VFIO_DEVICE_SET_IRQS:
 		return fp_vfio_set_irqs(fm, arg);
 	case VFIO_DEVICE_RESET:
@@ -715,9 +1212,39 @@ static long fp_vfio_ioctl(struct vfio_device *vdev, unsigned int cmd, unsigned l
 	}
 }
 
+/*
+ * mmap of a BAR region: our outbound window FARPASS_MW_BAR at the BAR's slot, so the guest's accesses
+ * reach the device with no trap. Refused outside the BAR and on the MSI-X table/PBA pages (trapped).
+ * Before the borrow (and after the return) the lender's IOMMU has no mapping behind the slot: reads
+ * see all-ones, writes are dropped.
+ */
 static int fp_vfio_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 {
-	return -ENODEV;		/* BARs from the outbound window: next slice */
+	struct fp_mdev *fm = fp_mdev_of(vdev);
+	u64 index = vma->vm_pgoff >> (FP_OFFSET_SHIFT - PAGE_SHIFT);
+	u64 off = (vma->vm_pgoff << PAGE_SHIFT) & FP_OFFSET_MASK;
+	u64 len = vma->vm_end - vma->vm_start;
+	const struct farpass_bar *b;
+	struct fp_span sp[2];
+	phys_addr_t base;
+	u64 size;
+	int ret;
+
+	b = index <= VFIO_PCI_BAR5_REGION_INDEX ? fp_bar_mapped(fm, index) : NULL;
+	if (!b || !(vma->vm_flags & VM_SHARED) || off >= b->size || len > b->size - off)
+		return -EINVAL;
+	if (fp_spans_hit(sp, fp_bar_traps(fm, index, b->size, sp), off, off + len))
+		return -EINVAL;
+	ret = fp_xwin_peer(fm->rdev->link, FARPASS_MW_BAR, &base, &size);
+	if (ret)
+		return ret;
+	if (b->win_offset + b->size > size)
+		return -ERANGE;
+	vma->vm_page_prot = b->flags & FARPASS_BAR_PREFETCH ? pgprot_writecombine(vma->vm_page_prot) :
+			    pgprot_noncached(vma->vm_page_prot);
+	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
+	return io_remap_pfn_range(vma, vma->vm_start, (base + b->win_offset + off) >> PAGE_SHIFT, len,
+				  vma->vm_page_prot);
 }
 
 /* The instance is being removed while a VFIO user holds it: ask the user to let go (REQ eventfd). */
@@ -733,10 +1260,20 @@ static void fp_vfio_request(struct vfio_device *vdev, unsigned int count)
 	}
 }
 
-/* Mandatory: without it vfio_pin_pages() fails with -EINVAL. Nothing is pinned in this slice. */
+/*
+ * The VFIO user unmaps guest memory (DIMM unplug, reset): pages of the DMA window there leave the
+ * NTB's domain (IOTLB flushed) and are unpinned before we return, as vfio_pin_pages() requires. The
+ * borrow stays; device DMA to that memory now faults, as on real hardware.
+ */
 static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 {
+	struct fp_mdev *fm = fp_mdev_of(vdev);
+
 	fp_count(FP_C_DMA_UNMAP, 1);
+	mutex_lock(&fm->dma_lock);
+	if (fm->dmawin)
+		fp_dmawin_dma_unmap(fm->dmawin, iova, length);
+	mutex_unlock(&fm->dma_lock);
 }
 
 static void fp_vfio_release(struct vfio_device *vdev)
@@ -791,6 +1328,10 @@ static int fp_mdev_probe(struct mdev_device *mdev)
 	mutex_init(&fm->scan_lock);
 	mutex_init(&fm->bm_lock);
 	spin_lock_init(&fm->state_lock);
+	mutex_init(&fm->dma_lock);
+	spin_lock_init(&fm->irq_lock);
+	mutex_init(&fm->bar_lock);
+	fm->irq_index = -1;
 	ret = vfio_register_emulated_iommu_dev(&fm->vdev);
 	if (ret)
 		goto err_put_vdev;

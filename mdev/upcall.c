@@ -63,6 +63,7 @@ static const enum fp_counter fp_op_counter[] = {
 	[FARPASS_UPCALL_CFG_READ]	= FP_C_UPCALL_CFG_READ,
 	[FARPASS_UPCALL_CFG_WRITE]	= FP_C_UPCALL_CFG_WRITE,
 	[FARPASS_UPCALL_RESET]		= FP_C_UPCALL_RESET,
+	[FARPASS_UPCALL_SET_IRQS]	= FP_C_UPCALL_SET_IRQS,
 };
 
 /* Unlink and complete @rq with @error. Caller holds fp_uq_lock; @rq is linked. */

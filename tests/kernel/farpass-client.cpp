@@ -5,7 +5,7 @@
 //   farpass-client version [--api N] [--argsz N]
 //   farpass-client announce --id N --lender NAME --ntb PCI [--addr PCI] [--vendor X] [--device X]
 //                  [--class X] [--bar0 SIZE] [--argsz N] [--flags N] [--tail N [--tail-byte X]]
-//                  [--no-version]
+//                  [--no-version] [--bar0-win OFFSET (FARPASS_BAR_MAPPED)] [--irq-slot N]
 //   farpass-client withdraw --id N [--no-version]
 //   farpass-client open                                   (just open /dev/farpass)
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
@@ -27,6 +27,18 @@
 //                  "sigbus" and exits 3 if that faults, as after the NTB left farpass;
 //                  --split: map the window's first two pages, unmap the first, and print the first
 //                  words of the remaining page and of pages 0 and 1 mapped alone: "split=X page0=Y page1=Z")
+//   farpass-client vfio-dma UUID --id N --dir DIR           (the borrower's DMA window, as QEMU would: two
+//                  2 MiB zeroed buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB, bus master on
+//                  (BORROW), DMA_LAYOUT printed ("layout ..."); then, each step after DIR/goN appears
+//                  (at most 300 s): go1 count the pages holding window-stamp's words (seeds 1 and 2),
+//                  VFIO_IOMMU_UNMAP_DMA the high buffer; go2 count again (seed 3 low, still 2 high),
+//                  bus master off (RETURN); go3 close)
+//   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
+//                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
+//                  window, then a read over the link so that the posted writes were executed)
+//   farpass-client vfio-irq UUID                           (BAR0 region info and sparse areas, mmap of the
+//                  MSI-X page refused, a trapped read of it; IRQ info; SET_IRQS MSI-X around a
+//                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires)
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
 //   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped]
 //                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
@@ -359,6 +371,7 @@ const char *op_name(uint32_t op)
 	case FARPASS_UPCALL_CFG_READ: return "CFG_READ";
 	case FARPASS_UPCALL_CFG_WRITE: return "CFG_WRITE";
 	case FARPASS_UPCALL_RESET: return "RESET";
+	case FARPASS_UPCALL_SET_IRQS: return "SET_IRQS";
 	default: return "UNKNOWN";
 	}
 }
@@ -409,6 +422,12 @@ int run_agent(const Args &a, int fd)
 					devcfg.put(off, static_cast<uint32_t>(r.args[2]), size);
 				std::fprintf(log, "%s %u %#x %u %#llx (seq %llu)\n", op_name(r.op), r.device_id, off, size,
 					     static_cast<unsigned long long>(r.args[2]), static_cast<unsigned long long>(r.seq));
+				break;
+			case FARPASS_UPCALL_SET_IRQS:
+				std::fprintf(log, "%s %u instance %llu index %llu count %llu (seq %llu)\n", op_name(r.op),
+					     r.device_id, static_cast<unsigned long long>(r.args[0]),
+					     static_cast<unsigned long long>(r.args[1]), static_cast<unsigned long long>(r.args[2]),
+					     static_cast<unsigned long long>(r.seq));
 				break;
 			default:
 				std::fprintf(log, "%s %u instance %llu (seq %llu)\n", op_name(r.op), r.device_id,
@@ -623,6 +642,284 @@ int run_edu_dma(const Args &a, int fd)
 	return finish(a, 0, d);
 }
 
+
+// ---- the DMA window (vfio-dma on the borrower, window-stamp on the lender) and interrupts (vfio-irq)
+
+constexpr uint64_t stamp_page = 4096;
+
+// The word window-stamp writes at the start of window page `page` (counted from its --offset).
+uint64_t stamp_word(unsigned seed, uint64_t page)
+{
+	return 0xfa55000000000000ull | static_cast<uint64_t>(seed) << 32 | page;
+}
+
+int run_window_stamp(const Args &a, int fd)
+{
+	farpass_outbound_window w;
+	if (int err = outbound_window(fd, a, w))
+		return finish(a, err, "OUTBOUND_WINDOW");
+	const uint64_t off = a.num("offset", 0), size = a.num("size", 0);
+	const unsigned seed = static_cast<unsigned>(a.num("seed", 1));
+	if (!size || off % stamp_page || size % stamp_page || off + size > w.size)
+		return finish(a, EINVAL, "offset/size outside the window");
+	void *m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(w.offset + off));
+	if (m == MAP_FAILED)
+		return finish(a, errno, "mmap");
+	auto *base = static_cast<volatile uint8_t *>(m);
+	for (uint64_t p = 0; p < size / stamp_page; p++)
+		*reinterpret_cast<volatile uint64_t *>(base + p * stamp_page) = stamp_word(seed, p);
+	// A read over the link returns after the peer executed the posted writes before it.
+	uint64_t last = *reinterpret_cast<volatile uint64_t *>(base + size - stamp_page);
+	munmap(m, size);
+	char d[128];
+	std::snprintf(d, sizeof(d), "pages=%llu last=%#llx", static_cast<unsigned long long>(size / stamp_page),
+		      static_cast<unsigned long long>(last));
+	return finish(a, 0, d);
+}
+
+// Pages of buf (size bytes) whose first word is window-stamp's word for seed.
+uint64_t stamped_pages(const uint8_t *buf, uint64_t size, unsigned seed)
+{
+	uint64_t n = 0;
+	for (uint64_t p = 0; p < size / stamp_page; p++)
+		n += *reinterpret_cast<const volatile uint64_t *>(buf + p * stamp_page) == stamp_word(seed, p);
+	return n;
+}
+
+// Wait (bounded) until file exists.
+bool wait_file(const std::string &file)
+{
+	for (int i = 0; i < 3000; i++) {
+		if (!access(file.c_str(), F_OK))
+			return true;
+		usleep(100000);
+	}
+	return false;
+}
+
+int dma_layout(int fd, uint32_t id, farpass_dma_layout &l)
+{
+	l = {};
+	l.argsz = sizeof(l);
+	l.device_id = id;
+	return ioctl(fd, FARPASS_IOCTL_DMA_LAYOUT, &l) ? errno : 0;
+}
+
+int vfio_dma_map(int container, void *vaddr, uint64_t iova, uint64_t size, bool unmap)
+{
+	if (unmap) {
+		vfio_iommu_type1_dma_unmap u{};
+		u.argsz = sizeof(u);
+		u.iova = iova;
+		u.size = size;
+		return ioctl(container, VFIO_IOMMU_UNMAP_DMA, &u) ? errno : u.size == size ? 0 : EIO;
+	}
+	vfio_iommu_type1_dma_map m{};
+	m.argsz = sizeof(m);
+	m.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+	m.vaddr = reinterpret_cast<uint64_t>(vaddr);
+	m.iova = iova;
+	m.size = size;
+	return ioctl(container, VFIO_IOMMU_MAP_DMA, &m) ? errno : 0;
+}
+
+int run_vfio_dma(const Args &a, int fd)
+{
+	if (a.positional.empty() || !a.has("dir"))
+		return 2;
+	const std::string dir = a.str("dir");
+	const uint32_t id = static_cast<uint32_t>(a.num("id", 1));
+	constexpr uint64_t size = 2ull << 20, iova_lo = 1ull << 20, iova_hi = 4ull << 30;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	auto *lo = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	auto *hi = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (lo == MAP_FAILED || hi == MAP_FAILED)
+		return finish(a, errno, "buffers");
+	std::memset(lo, 0, size);
+	std::memset(hi, 0, size);
+	if (int err = vfio_dma_map(v.container, lo, iova_lo, size, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA low");
+	if (int err = vfio_dma_map(v.container, hi, iova_hi, size, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA high");
+	vfio_region_info ri{};
+	ri.argsz = sizeof(ri);
+	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
+		return finish(a, errno, "GET_REGION_INFO config");
+	Cfg cfg{v.dev, ri.offset};
+	uint32_t cmd = 0;
+	if (int err = cfg.read(4, 2, cmd))
+		return finish(a, err, "command");
+	if (int err = cfg.write(4, 2, cmd | 0x6))
+		return finish(a, err, "bus master on (BORROW)");
+
+	farpass_dma_layout l;
+	if (int err = dma_layout(fd, id, l))
+		return finish(a, err, "DMA_LAYOUT");
+	std::printf("layout nr=%u pinned=%llu", l.nr_slots, static_cast<unsigned long long>(l.pages_pinned));
+	for (uint32_t i = 0; i < l.nr_slots && i < FARPASS_DMA_SLOTS; i++)
+		std::printf(" slot%u=%#llx:%#llx:%#llx", i, static_cast<unsigned long long>(l.slots[i].gpa),
+			    static_cast<unsigned long long>(l.slots[i].size), static_cast<unsigned long long>(l.slots[i].offset));
+	std::printf("\n");
+	std::fflush(stdout);
+
+	if (!wait_file(dir + "/go1"))
+		return finish(a, ETIMEDOUT, "go1");
+	std::printf("found low=%llu high=%llu\n", static_cast<unsigned long long>(stamped_pages(lo, size, 1)),
+		    static_cast<unsigned long long>(stamped_pages(hi, size, 2)));
+	int uerr = vfio_dma_map(v.container, nullptr, iova_hi, size, true);
+	int lerr = dma_layout(fd, id, l);
+	std::printf("unmapped high=%s pinned=%llu (%s)\n", ename(uerr), static_cast<unsigned long long>(l.pages_pinned),
+		    ename(lerr));
+	std::fflush(stdout);
+
+	if (!wait_file(dir + "/go2"))
+		return finish(a, ETIMEDOUT, "go2");
+	std::printf("after_unmap low_seed3=%llu high_seed2=%llu high_seed4=%llu\n",
+		    static_cast<unsigned long long>(stamped_pages(lo, size, 3)),
+		    static_cast<unsigned long long>(stamped_pages(hi, size, 2)),
+		    static_cast<unsigned long long>(stamped_pages(hi, size, 4)));
+	int off = cfg.write(4, 2, cmd & ~0x4u);
+	lerr = dma_layout(fd, id, l);
+	std::printf("bus_master_off=%s layout_after=%s\n", ename(off), ename(lerr));
+	std::fflush(stdout);
+	if (!wait_file(dir + "/go3"))
+		return finish(a, ETIMEDOUT, "go3");
+	return finish(a, uerr ? uerr : off, "");
+}
+
+int set_irqs(int dev, uint32_t index, uint32_t flags, uint32_t start, uint32_t count, const void *data = nullptr,
+	     size_t len = 0)
+{
+	std::vector<uint8_t> buf(sizeof(vfio_irq_set) + len);
+	auto *set = reinterpret_cast<vfio_irq_set *>(buf.data());
+	set->argsz = static_cast<uint32_t>(buf.size());
+	set->flags = flags;
+	set->index = index;
+	set->start = start;
+	set->count = count;
+	if (len)
+		std::memcpy(buf.data() + sizeof(vfio_irq_set), data, len);
+	return ioctl(dev, VFIO_DEVICE_SET_IRQS, buf.data()) ? errno : 0;
+}
+
+int set_irq_eventfds(int dev, uint32_t index, const std::vector<int32_t> &fds)
+{
+	return set_irqs(dev, index, VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER, 0,
+			static_cast<uint32_t>(fds.size()), fds.data(), fds.size() * sizeof(int32_t));
+}
+
+// BAR0's region info with its capabilities: "flags=rwmc sparse=OFF+SIZE,..." (empty: no sparse cap).
+std::string bar0_info(int dev, vfio_region_info &info)
+{
+	std::vector<uint8_t> buf(sizeof(vfio_region_info));
+	for (int pass = 0; pass < 2; pass++) {
+		auto *ri = reinterpret_cast<vfio_region_info *>(buf.data());
+		ri->argsz = static_cast<uint32_t>(buf.size());
+		ri->index = VFIO_PCI_BAR0_REGION_INDEX;
+		if (ioctl(dev, VFIO_DEVICE_GET_REGION_INFO, buf.data()))
+			return std::string("err=") + ename(errno);
+		if (ri->argsz <= buf.size())
+			break;
+		buf.resize(ri->argsz);	// the capabilities did not fit: ask again
+	}
+	std::memcpy(&info, buf.data(), sizeof(info));
+	std::string f = "flags=";
+	f += info.flags & VFIO_REGION_INFO_FLAG_READ ? "r" : "-";
+	f += info.flags & VFIO_REGION_INFO_FLAG_WRITE ? "w" : "-";
+	f += info.flags & VFIO_REGION_INFO_FLAG_MMAP ? "m" : "-";
+	f += info.flags & VFIO_REGION_INFO_FLAG_CAPS ? "c" : "-";
+	std::string sparse;
+	for (uint32_t off = info.flags & VFIO_REGION_INFO_FLAG_CAPS ? info.cap_offset : 0;
+	     off && off + sizeof(vfio_info_cap_header) <= buf.size();) {
+		auto *h = reinterpret_cast<vfio_info_cap_header *>(buf.data() + off);
+		if (h->id == VFIO_REGION_INFO_CAP_SPARSE_MMAP) {
+			auto *sp = reinterpret_cast<vfio_region_info_cap_sparse_mmap *>(h);
+			for (uint32_t i = 0; i < sp->nr_areas; i++) {
+				char b[64];
+				std::snprintf(b, sizeof(b), "%s%#llx+%#llx", sparse.empty() ? "" : ",",
+					      static_cast<unsigned long long>(sp->areas[i].offset),
+					      static_cast<unsigned long long>(sp->areas[i].size));
+				sparse += b;
+			}
+		}
+		off = h->next;
+	}
+	return f + " sparse=" + (sparse.empty() ? "none" : sparse);
+}
+
+int run_vfio_irq(const Args &a)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	vfio_region_info bar{};
+	std::string binfo = bar0_info(v.dev, bar);
+	// mmap: the MSI-X table page (BAR0 + 0x2000) is refused, the area before it is fine.
+	void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset + 0x2000));
+	int msix_mmap = m == MAP_FAILED ? errno : 0;
+	if (m != MAP_FAILED)
+		munmap(m, 4096);
+	m = mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+	int area_mmap = m == MAP_FAILED ? errno : 0;
+	if (m != MAP_FAILED)
+		munmap(m, 0x2000);
+	m = mmap(nullptr, 0x8000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+	int beyond_mmap = m == MAP_FAILED ? errno : 0;
+	if (m != MAP_FAILED)
+		munmap(m, 0x8000);
+	uint32_t word = 0;
+	int trapped = pread(v.dev, &word, 4, static_cast<off_t>(bar.offset + 0x2000)) == 4 ? 0 : errno ? errno : EIO;
+
+	std::string counts;
+	for (uint32_t i = 0; i < VFIO_PCI_NUM_IRQS; i++) {
+		vfio_irq_info ii{};
+		ii.argsz = sizeof(ii);
+		ii.index = i;
+		counts += (i ? "," : "") + (ioctl(v.dev, VFIO_DEVICE_GET_IRQ_INFO, &ii) ? std::string("E") :
+					    std::to_string(ii.count));
+	}
+
+	vfio_region_info ri{};
+	ri.argsz = sizeof(ri);
+	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
+		return finish(a, errno, "GET_REGION_INFO config");
+	Cfg cfg{v.dev, ri.offset};
+	int e0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
+	    e2 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	const uint32_t msix = VFIO_PCI_MSIX_IRQ_INDEX, none = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+	// Before the borrow: local state only. Then the borrow re-sends it; each change after is sent.
+	int pre = set_irq_eventfds(v.dev, msix, {e0, e1});
+	uint32_t cmd = 0;
+	int bm_on = cfg.read(4, 2, cmd) ? EIO : cfg.write(4, 2, cmd | 0x6);
+	int msi_busy = set_irq_eventfds(v.dev, VFIO_PCI_MSI_IRQ_INDEX, {e0});
+	int mask = set_irqs(v.dev, msix, VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_MASK, 0, 1);
+	int off = set_irqs(v.dev, msix, none, 0, 0);
+	int trig_off = set_irqs(v.dev, msix, none, 0, 1);
+	int on3 = set_irq_eventfds(v.dev, msix, {e0, -1, e2});
+	int trig = set_irqs(v.dev, msix, none, 0, 3);
+	bool f0 = eventfd_fired(e0), f1 = eventfd_fired(e1), f2 = eventfd_fired(e2);
+	int bm_off = cfg.write(4, 2, cmd & ~0x4u);
+	int off2 = set_irqs(v.dev, msix, none, 0, 0);
+	char d[512];
+	std::snprintf(d, sizeof(d),
+		      "bar0 %s size=%#llx mmap_msix=%s mmap_area=%s mmap_beyond=%s trapped_read=%s irq_counts=%s "
+		      "msix_pre=%s bm_on=%s msi_while_msix=%s mask=%s msix_off=%s trigger_off=%s msix_on3=%s "
+		      "trigger=%s fired=%d%d%d bm_off=%s msix_off2=%s",
+		      binfo.c_str(), static_cast<unsigned long long>(bar.size), ename(msix_mmap), ename(area_mmap),
+		      ename(beyond_mmap), ename(trapped), counts.c_str(), ename(pre), ename(bm_on), ename(msi_busy),
+		      ename(mask), ename(off), ename(trig_off), ename(on3), ename(trig), f0, f1, f2, ename(bm_off),
+		      ename(off2));
+	return finish(a, 0, d);
+}
+
 int run(const Args &a)
 {
 	if (a.action == "pattern") {
@@ -631,6 +928,8 @@ int run(const Args &a)
 	}
 	if (a.action == "vfio-info")
 		return run_vfio_info(a);
+	if (a.action == "vfio-irq")
+		return run_vfio_irq(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
 		return run_vfio_cfg(a, a.action == "vfio-dead");
 	int fd = open(a.str("dev", FARPASS_DEV_PATH).c_str(), O_RDWR | O_CLOEXEC);
@@ -663,6 +962,11 @@ int run(const Args &a)
 		copy_name(an.ntb, a.str("ntb", "0000:00:0a.0"));
 		an.bars[0].size = a.num("bar0", 0x4000);
 		an.bars[0].flags = FARPASS_BAR_MEM64;
+		if (a.has("bar0-win")) {
+			an.bars[0].flags |= FARPASS_BAR_MAPPED;
+			an.bars[0].win_offset = a.num("bar0-win", 0);
+		}
+		an.irq_slot = static_cast<uint32_t>(a.num("irq-slot", 0));
 		// --tail N: pass a struct N bytes larger than this uapi's (a newer agent), whose last byte is
 		// --tail-byte (default 0): the kernel accepts zeros it does not know, and nothing else.
 		std::vector<unsigned char> buf(sizeof(an) + a.num("tail", 0));
@@ -711,6 +1015,10 @@ int run(const Args &a)
 		return run_window(a, fd);
 	if (a.action == "edu-dma")
 		return run_edu_dma(a, fd);
+	if (a.action == "window-stamp")
+		return run_window_stamp(a, fd);
+	if (a.action == "vfio-dma")
+		return run_vfio_dma(a, fd);
 	std::fprintf(stderr, "unknown action %s\n", a.action.c_str());
 	return 2;
 }

@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * dmawin.c - the borrower's DMA window of one borrow: guest RAM found by probing, laid out in a
+ * sub-window of the link's inbound window FARPASS_MW_DMA, pinned and mapped in the NTB's IOMMU domain
+ * (docs/mdev.md "The DMA window", steps 1-4). The lender maps the slots itself (step 5), from
+ * FARPASS_IOCTL_DMA_LAYOUT.
+ *
+ * Invariant (per slot): the IOMMU mappings are exactly the maximal physically contiguous runs of
+ * pinned pages (pages[i] != NULL). Each run is mapped and unmapped as a whole, so an unmap never cuts
+ * into a large IOMMU page; a VFIO user's partial unmap re-maps the surviving parts of the runs it cut.
+ */
+#include <linux/iommu.h>
+#include <linux/mm.h>
+#include <linux/ntb.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/vfio.h>
+
+#include "counters.h"
+#include "dmawin.h"
+#include "fp.h"
+#include "ramscan.h"
+#include "winlayout.h"
+#include "xwin.h"
+
+/* Beyond any x86-64 guest's physical address width: ramscan's searches are bounded by what it finds. */
+#define FP_DMAWIN_SCAN_LIMIT	BIT_ULL(52)
+/* offset == GPA mod 2 MiB: low memory an identity map, huge IOMMU pages possible on both sides. */
+#define FP_DMAWIN_RANGE_ALIGN	SZ_2M
+#define FP_DMAWIN_PROT		(IOMMU_READ | IOMMU_WRITE)
+
+struct fp_dmawin {
+	struct list_head node;		/* in fp_dmawins, ascending base per link; fp_dmawin_lock */
+	struct fp_link *link;
+	struct vfio_device *vdev;
+	u32 device_id;
+	u64 base;			/* sub-window start in FARPASS_MW_DMA */
+	u64 span;			/* sub-window bytes */
+	struct fp_win_layout layout;	/* immutable once on the list */
+	struct page **pages[FP_WIN_MAX_SLOTS];	/* per slot page; NULL = not pinned; caller's dma_lock */
+	atomic64_t pinned;		/* pages pinned now (DMA_LAYOUT reads it without dma_lock) */
+};
+
+static DEFINE_MUTEX(fp_dmawin_lock);
+static LIST_HEAD(fp_dmawins);
+
+/* ramscan's probe: can one page be pinned for read and write? -EINVAL/-EPERM mean a hole. */
+static int fp_dmawin_probe(void *ctx, u64 iova, u64 npages)
+{
+	struct vfio_device *vdev = ctx;
+	struct page *page;
+	int ret;
+
+	ret = vfio_pin_pages(vdev, iova, 1, FP_DMAWIN_PROT, &page);
+	if (ret == 1) {
+		vfio_unpin_pages(vdev, iova, 1);
+		return 1;
+	}
+	if (ret == -EINVAL || ret == -EPERM)
+		return 0;
+	return ret < 0 ? ret : -EIO;
+}
+
+static u64 fp_slot_pages(const struct fp_win_slot *s)
+{
+	return s->size >> PAGE_SHIFT;
+}
+
+/* The next run of pinned, physically contiguous pages of @w's slot @i at or after @from: [*rs, *re). */
+static bool fp_run_next(const struct fp_dmawin *w, int i, u64 from, u64 *rs, u64 *re)
+{
+	struct page **p = w->pages[i];
+	u64 n = fp_slot_pages(&w->layout.slots[i]);
+	u64 k;
+
+	while (from < n && !p[from])
+		from++;
+	if (from == n)
+		return false;
+	for (k = from + 1; k < n && p[k] && page_to_phys(p[k]) == page_to_phys(p[k - 1]) + PAGE_SIZE; k++)
+		;
+	*rs = from;
+	*re = k;
+	return true;
+}
+
+static u64 fp_run_off(const struct fp_dmawin *w, int i, u64 page)
+{
+	return w->base + w->layout.slots[i].offset + (page << PAGE_SHIFT);
+}
+
+static int fp_run_map(struct fp_dmawin *w, int i, u64 rs, u64 re)
+{
+	return fp_xwin_map(w->link, FARPASS_MW_DMA, fp_run_off(w, i, rs), page_to_phys(w->pages[i][rs]),
+			   (re - rs) << PAGE_SHIFT, FP_DMAWIN_PROT);
+}
+
+static void fp_run_unmap(struct fp_dmawin *w, int i, u64 rs, u64 re)
+{
+	fp_xwin_unmap(w->link, FARPASS_MW_DMA, fp_run_off(w, i, rs), (re - rs) << PAGE_SHIFT);
+}
+
+/* Unpin the pinned pages of slot @i in [from, to), in batches of contiguous IOVAs. */
+static void fp_unpin(struct fp_dmawin *w, int i, u64 from, u64 to)
+{
+	struct page **p = w->pages[i];
+	u64 gpa = w->layout.slots[i].gpa;
+	u64 k, n;
+
+	for (k = from; k < to; k += n) {
+		if (!p[k]) {
+			n = 1;
+			continue;
+		}
+		for (n = 1; k + n < to && p[k + n] && n < VFIO_PIN_PAGES_MAX_ENTRIES; n++)
+			;
+		vfio_unpin_pages(w->vdev, gpa + (k << PAGE_SHIFT), n);
+		memset(&p[k], 0, n * sizeof(*p));
+		atomic64_sub(n, &w->pinned);
+		fp_count(FP_C_PINNED_PAGES, -(long long)n);
+	}
+}
+
+static int fp_pin_slot(struct fp_dmawin *w, int i)
+{
+	const struct fp_win_slot *s = &w->layout.slots[i];
+	u64 n = fp_slot_pages(s), k;
+	int batch, ret;
+
+	w->pages[i] = kvcalloc(n, sizeof(struct page *), GFP_KERNEL);
+	if (!w->pages[i])
+		return -ENOMEM;
+	for (k = 0; k < n; k += batch) {
+		batch = min_t(u64, n - k, VFIO_PIN_PAGES_MAX_ENTRIES);
+		ret = vfio_pin_pages(w->vdev, s->gpa + (k << PAGE_SHIFT), batch, FP_DMAWIN_PROT,
+				     &w->pages[i][k]);
+		if (ret != batch)
+			return ret < 0 ? ret : -EFAULT;
+		atomic64_add(batch, &w->pinned);
+		fp_count(FP_C_PINNED_PAGES, batch);
+	}
+	return 0;
+}
+
+static void fp_dmawin_unpin_all(struct fp_dmawin *w)
+{
+	int i;
+
+	for (i = 0; i < w->layout.nr; i++) {
+		if (!w->pages[i])
+			continue;
+		fp_unpin(w, i, 0, fp_slot_pages(&w->layout.slots[i]));
+		kvfree(w->pages[i]);
+		w->pages[i] = NULL;
+	}
+}
+
+/* Map every run; on failure unmap those mapped before it (slots before @i, runs before @rs). */
+static int fp_dmawin_map_all(struct fp_dmawin *w)
+{
+	u64 rs = 0, re, fail_rs;
+	int i, fail_i, ret;
+
+	for (i = 0; i < w->layout.nr; i++) {
+		for (re = 0; fp_run_next(w, i, re, &rs, &re);) {
+			ret = fp_run_map(w, i, rs, re);
+			if (ret)
+				goto out_unmap;
+		}
+	}
+	return 0;
+
+out_unmap:
+	fail_i = i;
+	fail_rs = rs;
+	for (i = 0; i <= fail_i; i++)
+		for (re = 0; fp_run_next(w, i, re, &rs, &re) && (i < fail_i || rs < fail_rs);)
+			fp_run_unmap(w, i, rs, re);
+	return ret;
+}
+
+/* Unmap every run (flushing the IOTLB), then unpin: never a page unpinned that the NTB can reach. */
+static void fp_dmawin_release_pages(struct fp_dmawin *w)
+{
+	u64 rs, re;
+	int i;
+
+	for (i = 0; i < w->layout.nr; i++)
+		for (re = 0; w->pages[i] && fp_run_next(w, i, re, &rs, &re);)
+			fp_run_unmap(w, i, rs, re);
+	fp_dmawin_unpin_all(w);
+}
+
+/* First fit of @w->span bytes among the link's leases, aligned to @align below @usable. */
+static int fp_dmawin_place(struct fp_dmawin *w, u64 align, u64 usable)
+{
+	struct list_head *before = &fp_dmawins;
+	struct fp_dmawin *e;
+	u64 pos = 0;
+
+	lockdep_assert_held(&fp_dmawin_lock);
+	list_for_each_entry(e, &fp_dmawins, node) {
+		if (e->link != w->link)
+			continue;
+		if (e->base >= pos + w->span) {
+			before = &e->node;
+			break;
+		}
+		pos = round_up(e->base + e->span, align);
+	}
+	if (pos + w->span > usable)
+		return -ENOSPC;
+	w->base = pos;
+	list_add_tail(&w->node, before);
+	return 0;
+}
+
+static int fp_dmawin_build(struct fp_dmawin *w)
+{
+	struct fp_ramscan scan = {
+		.probe = fp_dmawin_probe,
+		.ctx = w->vdev,
+		.limit = FP_DMAWIN_SCAN_LIMIT,
+	};
+	struct fp_win_params params = { .range_align = FP_DMAWIN_RANGE_ALIGN };
+	resource_size_t addr_align = 0, size_align = 0;
+	u64 usable, align;
+	int ret;
+
+	ret = fp_ramscan(&scan);
+	if (ret)
+		return ret;
+	if (!scan.nr_ranges) {
+		/* No RAM mapped (a VFIO user that only looks at config space): an empty window. */
+		mutex_lock(&fp_dmawin_lock);
+		list_add(&w->node, &fp_dmawins);
+		mutex_unlock(&fp_dmawin_lock);
+		return 0;
+	}
+
+	usable = fp_xwin_usable(w->link, FARPASS_MW_DMA);
+	if (!usable)
+		return -EOPNOTSUPP;
+	ret = ntb_mw_get_align(w->link->ntb, NTB_DEF_PEER_IDX, FARPASS_MW_DMA, &addr_align, &size_align,
+			       NULL);
+	if (ret)
+		return ret;
+	params.xlat_align = roundup_pow_of_two(max3((u64)addr_align, (u64)size_align, (u64)PAGE_SIZE));
+	params.size = usable;
+	ret = fp_win_build(scan.ranges, scan.nr_ranges, &params, &w->layout);
+	if (ret)
+		return ret;
+
+	/* The sub-window's own start keeps both alignments, so offsets in it keep theirs. */
+	align = max_t(u64, params.xlat_align, FP_DMAWIN_RANGE_ALIGN);
+	w->span = round_up(w->layout.size, align);
+	mutex_lock(&fp_dmawin_lock);
+	ret = fp_dmawin_place(w, align, usable);
+	mutex_unlock(&fp_dmawin_lock);
+	return ret;
+}
+
+int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
+		     struct fp_dmawin **out)
+{
+	struct fp_dmawin *w;
+	int i, ret;
+
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	if (!w)
+		return -ENOMEM;
+	w->link = link;
+	w->vdev = vdev;
+	w->device_id = device_id;
+	INIT_LIST_HEAD(&w->node);
+	ret = fp_dmawin_build(w);
+	if (ret)
+		goto out_free;
+
+	for (i = 0; i < w->layout.nr; i++) {
+		ret = fp_pin_slot(w, i);
+		if (ret)
+			goto out_unpin;
+	}
+	ret = fp_dmawin_map_all(w);
+	if (ret)
+		goto out_unpin;
+	fp_count(FP_C_DMA_WINDOWS, 1);
+	*out = w;
+	return 0;
+
+out_unpin:
+	fp_dmawin_unpin_all(w);
+	mutex_lock(&fp_dmawin_lock);
+	list_del(&w->node);
+	mutex_unlock(&fp_dmawin_lock);
+out_free:
+	kfree(w);
+	return ret;
+}
+
+void fp_dmawin_destroy(struct fp_dmawin *w)
+{
+	mutex_lock(&fp_dmawin_lock);
+	list_del(&w->node);		/* no longer in DMA_LAYOUT answers */
+	mutex_unlock(&fp_dmawin_lock);
+	fp_dmawin_release_pages(w);
+	fp_count(FP_C_DMA_WINDOWS, -1);
+	kfree(w);
+}
+
+void fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
+{
+	u64 a, b, rs, re, next;
+	int i, ret;
+
+	for (i = 0; i < w->layout.nr; i++) {
+		const struct fp_win_slot *s = &w->layout.slots[i];
+
+		if (iova >= s->gpa + s->size || iova + length <= s->gpa)
+			continue;
+		a = (max(iova, s->gpa) - s->gpa) >> PAGE_SHIFT;
+		b = DIV_ROUND_UP(min(iova + length, s->gpa + s->size) - s->gpa, PAGE_SIZE);
+		for (next = 0; fp_run_next(w, i, next, &rs, &re); next = re) {
+			if (re <= a)
+				continue;
+			if (rs >= b)
+				break;
+			/* The whole run goes (a large IOMMU page cannot be cut), the pages outside come back. */
+			fp_run_unmap(w, i, rs, re);
+			fp_unpin(w, i, max(rs, a), min(re, b));
+			if (rs < a && (ret = fp_run_map(w, i, rs, a))) {
+				fp_unpin(w, i, rs, a);
+				pr_err_ratelimited(FP_NAME ": device %u: re-mapping guest pages after an unmap: %pe\n",
+						   w->device_id, ERR_PTR(ret));
+			}
+			if (b < re && (ret = fp_run_map(w, i, b, re))) {
+				fp_unpin(w, i, b, re);
+				pr_err_ratelimited(FP_NAME ": device %u: re-mapping guest pages after an unmap: %pe\n",
+						   w->device_id, ERR_PTR(ret));
+			}
+		}
+	}
+}
+
+int fp_dmawin_layout(struct farpass_dma_layout *l)
+{
+	struct fp_rdev *rdev;
+	struct fp_dmawin *w;
+	bool known = false;
+	int i, ret = -ENODATA;
+
+	BUILD_BUG_ON(FARPASS_DMA_SLOTS < FP_WIN_MAX_SLOTS);
+	mutex_lock(&fp_lock);
+	list_for_each_entry(rdev, &fp_devices, node)
+		known |= rdev->desc.device_id == l->device_id && !rdev->withdrawn;
+	mutex_unlock(&fp_lock);
+	if (!known)
+		return -ENOENT;
+
+	mutex_lock(&fp_dmawin_lock);
+	list_for_each_entry(w, &fp_dmawins, node) {
+		if (w->device_id != l->device_id)
+			continue;
+		l->nr_slots = w->layout.nr;
+		for (i = 0; i < w->layout.nr; i++) {
+			l->slots[i].gpa = w->layout.slots[i].gpa;
+			l->slots[i].size = w->layout.slots[i].size;
+			l->slots[i].offset = w->base + w->layout.slots[i].offset;
+		}
+		l->pages_pinned = atomic64_read(&w->pinned);
+		ret = 0;
+		break;
+	}
+	mutex_unlock(&fp_dmawin_lock);
+	return ret;
+}

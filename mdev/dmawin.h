@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * dmawin.h - the borrower's DMA window of one borrow (dmawin.c), docs/mdev.md "The DMA window".
+ *
+ * At bus-master enable, before the BORROW upcall, the guest's RAM is found by probing (ramscan.c),
+ * laid out (winlayout.c) in a free sub-window of the link's inbound window FARPASS_MW_DMA (first fit
+ * among the link's current leases), every page pinned (vfio_pin_pages) and mapped at its offset
+ * (fp_xwin_map). The lender's agent reads the layout with FARPASS_IOCTL_DMA_LAYOUT while it serves
+ * BORROW. Teardown unmaps (the IOTLB is flushed before fp_xwin_unmap returns), then unpins.
+ *
+ * Locking: fp_dmawin_lock (mutex, dmawin.c) protects the list of windows (sub-window allocation, the
+ * DMA_LAYOUT lookup); each window's pages are protected by the caller's lock (the instance's
+ * dma_lock), which serialises create, destroy and dma_unmap of one instance. Order: fp_lock ->
+ * fp_dmawin_lock; dma_lock -> fp_dmawin_lock.
+ */
+#ifndef FARPASS_DMAWIN_H
+#define FARPASS_DMAWIN_H
+
+#include <linux/types.h>
+
+struct fp_link;
+struct fp_dmawin;
+struct vfio_device;
+struct farpass_dma_layout;
+
+/* Discover, lay out, pin and map the RAM of @vdev's VFIO user: 0 and *out, or -errno (nothing kept). */
+int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
+		     struct fp_dmawin **out);
+/* Unmap from the NTB's domain (flushed), then unpin and free. */
+void fp_dmawin_destroy(struct fp_dmawin *w);
+/* The VFIO user unmaps [iova, iova + length): the pinned pages there leave the window, then unpinned. */
+void fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length);
+
+/* FARPASS_IOCTL_DMA_LAYOUT (argsz/flags validated by the chardev). */
+int fp_dmawin_layout(struct farpass_dma_layout *l);
+
+#endif /* FARPASS_DMAWIN_H */

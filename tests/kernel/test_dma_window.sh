@@ -1,0 +1,129 @@
+#!/bin/bash
+# The borrower's DMA window for real: farpass.ko on the lender and on borrower1; on the borrower
+# farpass-client announces a fake device, serves upcalls as the agent, and opens the mdev as QEMU
+# would (type1 container, two zeroed 2 MiB buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB).
+#  (a) bus master on: the DMA window is built before BORROW (ramscan finds exactly the two buffers,
+#      every page pinned: DMA_LAYOUT and the pinned_pages counter say 1024), BORROW answered 0;
+#  (b) the lender writes a stamp on every page of both slots through its outbound window FARPASS_MW_DMA
+#      (OUTBOUND_WINDOW + mmap at each slot's offset): the borrower finds every stamp in its buffers
+#      (bytes through the NTB and the borrower's IOMMU, at the offsets DMA_LAYOUT gave);
+#  (c) VFIO_IOMMU_UNMAP_DMA of the high buffer (.dma_unmap): its 512 pages are unmapped and unpinned
+#      before the ioctl returns; a lender write to its old offset no longer lands, one to the low slot
+#      still does;
+#  (d) bus master off: RETURN upcall, pinned pages and DMA windows back to 0, DMA_LAYOUT ENODATA;
+#  (e) BAR region and interrupts of a device announced with BAR0 in the BAR window (FARPASS_BAR_MAPPED)
+#      and the fake lender's MSI-X (64 vectors, table at 0x2000, PBA at 0x3000 of BAR0): region info
+#      READ|WRITE|MMAP with one sparse area before the MSI-X pages; mmap of the table page and past the
+#      BAR refused, of the area accepted; a read of the table page is trapped (counted as MSI-X);
+#      IRQ info INTx 0, MSI 1, MSI-X 64; SET_IRQS: MSI-X state set before the borrow is sent after
+#      BORROW, each change while borrowed is a SET_IRQS upcall (index 2: 2, 0, 3 vectors), none after
+#      RETURN; MSI refused while MSI-X is on, MASK -> ENOTTY (as vfio-pci), a local trigger fires the
+#      vectors that have an eventfd;
+#  (f) teardown: instances removed, farpass unloads, no warning.
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/kernel-lib.sh"
+fp_check_built
+
+rig_up --borrowers 1
+B=borrower1
+NTB=$(ntb_pci $B)
+LNTB=$(ntb_pci lender)
+T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-7
+U=8f7c3ab0-5c6e-4e41-9d3e-0000000000d7
+D=/tmp/dmawin
+fp_load lender
+fp_load $B
+expect "borrower: farpass link up" ntb_wait $B 60 "grep -qx 'link up' $FP_DBG/$NTB/link"
+expect "lender: farpass link up" ntb_wait lender 60 "grep -qx 'link up' $FP_DBG/$LNTB/link"
+
+fp_client $B announce --id 7 --lender lender --ntb "$NTB" --bar0 0x4000
+rig_run $B -- "echo $U > $T/create; rm -rf $D; mkdir -p $D"
+rig_run $B -- "$FP_CLIENT agent --log $D/agent </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
+expect "agent up" ntb_wait $B 10 "grep -q ready $D/agent"
+rig_run $B -- "$FP_CLIENT vfio-dma $U --id 7 --dir $D </dev/null >$D/user 2>&1 & echo \$! >$D/user.pid"
+step() { rig_run $B -- "touch $D/go$1"; }
+user() { rig_run $B -- "cat $D/user"; }
+
+echo "# (a) bus master on: window built, BORROW"
+expect "the VFIO user printed the layout" ntb_wait $B 120 "grep -q '^layout' $D/user || grep -q '^err' $D/user"
+user
+layout=$(rig_run $B -- "grep '^layout' $D/user")
+slot() { sed -n "s/.* slot$1=\([^ ]*\).*/\1/p" <<<"$layout"; }
+expect_eq "DMA_LAYOUT: two slots, 1024 pages pinned" "$(sed -n 's/^layout \(nr=[0-9]* pinned=[0-9]*\).*/\1/p' <<<"$layout")" "nr=2 pinned=1024"
+IFS=: read -r gpa0 size0 off0 <<<"$(slot 0)"
+IFS=: read -r gpa1 size1 off1 <<<"$(slot 1)"
+expect_eq "slot 0: the low buffer" "$gpa0:$size0" "0x100000:0x200000"
+expect_eq "slot 1: the high buffer" "$gpa1:$size1" "0x100000000:0x200000"
+expect "slot offsets keep the GPA modulo 2 MiB and do not overlap" \
+	test $((off0 % 0x200000)) -eq $((gpa0 % 0x200000)) -a $((off1 % 0x200000)) -eq 0 -a $((off0 + size0)) -le $((off1))
+expect_eq "counters: pinned_pages" "$(fp_counter $B pinned_pages)" 1024
+expect_eq "counters: dma_windows" "$(fp_counter $B dma_windows)" 1
+expect "the agent saw BORROW" rig_run $B -- "grep -q '^BORROW 7' $D/agent"
+
+echo "# (b) the lender writes through its outbound window into both buffers"
+expect "lender: stamp slot 0 (seed 1)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off0" --size "$size0" --seed 1
+expect "lender: stamp slot 1 (seed 2)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off1" --size "$size1" --seed 2
+step 1
+expect "the VFIO user unmapped the high buffer" ntb_wait $B 60 "grep -q '^unmapped' $D/user"
+user
+expect_eq "borrower: every page of both buffers got its stamp" "$(rig_run $B -- "grep '^found' $D/user")" "found low=512 high=512"
+
+echo "# (c) VFIO_IOMMU_UNMAP_DMA of the high buffer"
+expect_eq "unmap done, 512 pages left pinned (DMA_LAYOUT)" "$(rig_run $B -- "grep '^unmapped' $D/user")" "unmapped high=ok pinned=512 (ok)"
+expect_eq "counters: pinned_pages" "$(fp_counter $B pinned_pages)" 512
+expect "lender: stamp the high buffer's old offset (seed 4)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off1" --size "$size1" --seed 4
+expect "lender: stamp slot 0 again (seed 3)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off0" --size "$size0" --seed 3
+step 2
+expect "the VFIO user cleared bus master" ntb_wait $B 60 "grep -q '^bus_master_off' $D/user"
+user
+expect_eq "the low buffer got the new stamps, the unmapped one none" "$(rig_run $B -- "grep '^after_unmap' $D/user")" \
+	"after_unmap low_seed3=512 high_seed2=512 high_seed4=0"
+
+echo "# (d) bus master off: RETURN, nothing pinned"
+expect_eq "bus master off; DMA_LAYOUT then: ENODATA" "$(rig_run $B -- "grep '^bus_master_off' $D/user")" "bus_master_off=ok layout_after=ENODATA"
+expect "the agent saw RETURN after BORROW" rig_run $B -- "grep -oE '^(BORROW|RETURN)' $D/agent | tr '\n' ' ' | grep -qx 'BORROW RETURN '"
+expect_eq "counters: pinned_pages, dma_windows" "$(fp_counter $B pinned_pages)/$(fp_counter $B dma_windows)" 0/0
+expect "counters: dma_unmap callbacks >= 1" test "$(fp_counter $B dma_unmap)" -ge 1
+step 3
+expect "the VFIO user closed the device" ntb_wait $B 30 "grep -q '^ok' $D/user"
+
+expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
+expect "withdraw" fp_client $B withdraw --id 7
+
+echo "# (e) BAR region and interrupts"
+T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
+U8=8f7c3ab0-5c6e-4e41-9d3e-0000000000d8
+fp_client $B announce --id 8 --lender lender --ntb "$NTB" --bar0 0x4000 --bar0-win 0 --irq-slot 1
+rig_run $B -- "echo $U8 > $T8/create"
+out=$(fp_client $B vfio-irq $U8) || { echo "$out"; rig_run $B -- "tail -20 $D/agent; dmesg | tail -20"; false; }
+echo "$out"
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$out"; }
+expect_eq "BAR0 region: read, write, mmap, caps" "$(field flags)" rwmc
+expect_eq "BAR0 region: 16 KiB" "$(field size)" 0x4000
+expect_eq "BAR0 sparse areas: all but the MSI-X table and PBA pages" "$(field sparse)" "0x0+0x2000"
+expect_eq "mmap of the MSI-X table page: refused" "$(field mmap_msix)" EINVAL
+expect_eq "mmap of the area before it" "$(field mmap_area)" ok
+expect_eq "mmap past the BAR: refused" "$(field mmap_beyond)" EINVAL
+expect_eq "trapped read of the MSI-X table page" "$(field trapped_read)" ok
+expect_eq "counters: trapped BAR accesses, MSI-X/other" "$(fp_counter $B bar_trapped_msix)/$(fp_counter $B bar_trapped_other)" 1/0
+expect_eq "IRQ info counts: INTx, MSI, MSI-X, ERR, REQ" "$(field irq_counts)" "0,1,64,1,1"
+expect_eq "SET_IRQS before the borrow; bus master on" "$(field msix_pre)/$(field bm_on)" ok/ok
+expect_eq "MSI while MSI-X is on: EINVAL; MASK: ENOTTY" "$(field msi_while_msix)/$(field mask)" EINVAL/ENOTTY
+expect_eq "MSI-X off; trigger while off: EINVAL; on with 3 vectors" "$(field msix_off)/$(field trigger_off)/$(field msix_on3)" ok/EINVAL/ok
+expect_eq "local trigger: vectors 0 and 2 fire (1 has no eventfd), the old eventfd not" "$(field trigger)/$(field fired)" ok/101
+expect_eq "bus master off; MSI-X off after the return" "$(field bm_off)/$(field msix_off2)" ok/ok
+ops=$(rig_run $B -- "grep -E '^(BORROW|RETURN|SET_IRQS) 8' $D/agent | sed 's/ instance [0-9]*//; s/ (seq.*//' | tr '\n' ';'")
+expect_eq "the agent saw BORROW, the state re-sent, each change, RETURN; nothing after" "$ops" \
+	"BORROW 8;SET_IRQS 8 index 2 count 2;SET_IRQS 8 index 2 count 0;SET_IRQS 8 index 2 count 3;RETURN 8;"
+expect "counters: upcalls_set_irqs = 3" test "$(fp_counter $B upcalls_set_irqs)" -eq 3
+
+echo "# (f) teardown"
+rig_run $B -- "kill \$(cat $D/agent.pid)"
+expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U8/remove"
+expect "withdraw" fp_client $B withdraw --id 8
+expect "rmmod farpass (borrower)" rig_run $B --timeout 20 -- "rmmod farpass"
+expect "rmmod farpass (lender)" rig_run lender --timeout 20 -- "rmmod farpass"
+expect "no warning or oops in dmesg (borrower)" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops|leak'"
+expect "no warning or oops in dmesg (lender)" rig_run lender -- "! dmesg | grep -E 'WARNING|BUG|Oops|leak'"
