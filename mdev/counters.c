@@ -45,6 +45,16 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_CFG_FORWARDED]	= "cfg_forwarded",
 	[FP_C_SURPRISE_REMOVED]	= "surprise_removed",
 	[FP_C_RESETS]		= "resets",
+	[FP_C_XWIN_BAR_BYTES]	= "xwin_bar_bytes",
+	[FP_C_XWIN_DMA_BYTES]	= "xwin_dma_bytes",
+	[FP_C_BAR_MAPS]		= "bar_maps",
+	[FP_C_IRQ_HOOKS]	= "irq_hooks",
+	[FP_C_IRQ_POSTED]	= "irq_posted",
+	[FP_C_IRQ_OVERFLOWS]	= "irq_overflows",
+	[FP_C_IRQ_UNPOSTED]	= "irq_unposted",
+	[FP_C_IRQ_DELIVERED]	= "irq_delivered",
+	[FP_C_IRQ_DROPPED]	= "irq_dropped",
+	[FP_C_IRQ_BAD]		= "irq_bad",
 };
 
 static int counters_show(struct seq_file *s, void *unused)
