@@ -11,6 +11,7 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/pci.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -19,10 +20,12 @@
 #include "counters.h"
 #include "dmawin.h"
 #include "fp.h"
+#include "irqbridge.h"
 #include "link.h"
 #include "proto.h"
 #include "types.h"
 #include "upcall.h"
+#include "xwin.h"
 
 /* One open /dev/farpass. */
 struct fp_file {
@@ -113,6 +116,8 @@ static long fp_ioctl_version(struct fp_file *f, void __user *uarg)
 	v.version = FARPASS_API_VERSION;
 	v.max_devices = FARPASS_MAX_DEVICES;
 	v.features = FARPASS_FEAT_BORROWER | FARPASS_FEAT_UPCALLS | FARPASS_FEAT_OUTBOUND;
+	if (fp_xwin_any_ready())
+		v.features |= FARPASS_FEAT_DATA_PATH;
 	if (asked != FARPASS_API_VERSION) {
 		/* Tell the agent which version we speak, then refuse. */
 		if (fp_copy_out(uarg, &v, sizeof(v), argsz))
@@ -217,6 +222,45 @@ static long fp_ioctl_outbound_window(void __user *uarg)
 	return ret;	/* -ENOENT still tells the window count */
 }
 
+static long fp_ioctl_bar_map(void __user *uarg)
+{
+	struct farpass_bar_map m;
+	long argsz;
+
+	argsz = fp_copy_in(&m, sizeof(m), sizeof(m), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (m.flags & ~FARPASS_BAR_MAP_F_UNMAP || m.pad || m.bar >= PCI_STD_NUM_BARS)
+		return -EINVAL;
+	if (!fp_string_ok(m.ntb, sizeof(m.ntb), false) || !fp_string_ok(m.pci, sizeof(m.pci), false))
+		return -ENODEV;
+	return fp_lend_bar_map(&m);
+}
+
+/* The header is argsz-checked like the others; the fds follow it: argsz counts them exactly. */
+static long fp_ioctl_irq_bridge(void __user *uarg)
+{
+	struct farpass_irq_bridge b;
+	s32 *fds;
+	long ret;
+
+	if (copy_from_user(&b, uarg, sizeof(b)))
+		return -EFAULT;
+	if (b.flags & ~FARPASS_IRQ_BRIDGE_F_CLEAR || b.pad || b.irq_slot >= FARPASS_IRQ_SLOTS ||
+	    b.start > FARPASS_IRQ_VECTORS || b.count > FARPASS_IRQ_VECTORS - b.start ||
+	    b.argsz != sizeof(b) + b.count * sizeof(*fds) ||
+	    (b.flags & FARPASS_IRQ_BRIDGE_F_CLEAR && b.count))
+		return -EINVAL;
+	if (!fp_string_ok(b.ntb, sizeof(b.ntb), false))
+		return -ENODEV;
+	fds = memdup_user((u8 __user *)uarg + sizeof(b), b.count * sizeof(*fds));
+	if (IS_ERR(fds))
+		return PTR_ERR(fds);
+	ret = fp_irq_bridge(&b, fds);
+	kfree(fds);
+	return ret;
+}
+
 static long fp_ioctl_dma_layout(void __user *uarg)
 {
 	struct farpass_dma_layout l;
@@ -255,6 +299,8 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 	case FARPASS_CMD_UPCALL_GET:
 	case FARPASS_CMD_UPCALL_REPLY:
 	case FARPASS_CMD_OUTBOUND_WINDOW:
+	case FARPASS_CMD_BAR_MAP:
+	case FARPASS_CMD_IRQ_BRIDGE:
 	case FARPASS_CMD_DMA_LAYOUT:
 		if (!version)
 			return -EPROTO;		/* VERSION must come first */
@@ -271,6 +317,10 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 		return fp_ioctl_upcall_get(f, file, uarg);
 	case FARPASS_CMD_OUTBOUND_WINDOW:
 		return fp_ioctl_outbound_window(uarg);
+	case FARPASS_CMD_BAR_MAP:
+		return fp_ioctl_bar_map(uarg);
+	case FARPASS_CMD_IRQ_BRIDGE:
+		return fp_ioctl_irq_bridge(uarg);
 	case FARPASS_CMD_DMA_LAYOUT:
 		return fp_ioctl_dma_layout(uarg);
 	default:

@@ -42,6 +42,16 @@ enum fp_counter {
 	FP_C_CFG_FORWARDED,	/* E pieces of them forwarded to the lender */
 	FP_C_SURPRISE_REMOVED,	/* E instances marked surprise-removed (dead agent) */
 	FP_C_RESETS,		/* E VFIO_DEVICE_RESET served */
+	FP_C_XWIN_BAR_BYTES,	/* G bytes mapped in inbound BAR windows (BARs, mailbox ack pages) */
+	FP_C_XWIN_DMA_BYTES,	/* G bytes mapped in inbound DMA windows (guest RAM, mailbox rings) */
+	FP_C_BAR_MAPS,		/* G lent BARs mapped in a BAR window (BAR_MAP) */
+	FP_C_IRQ_HOOKS,		/* G eventfds relayed by the interrupt bridge (IRQ_BRIDGE) */
+	FP_C_IRQ_POSTED,	/* E interrupts posted to a peer (ring or overflow bitmap) */
+	FP_C_IRQ_OVERFLOWS,	/* E ... of them that found the ring full (went to the bitmap) */
+	FP_C_IRQ_UNPOSTED,	/* E eventfd signals while the link's mailbox was not up (lost) */
+	FP_C_IRQ_DELIVERED,	/* E interrupts received and handed to an attached target */
+	FP_C_IRQ_DROPPED,	/* E interrupts received for a slot with no target */
+	FP_C_IRQ_BAD,		/* E mailbox entries rejected, corrupt heads */
 	FP_C_DMA_WINDOWS,	/* G borrowers' DMA windows mapped (dmawin.c) */
 	FP_C_UPCALL_SET_IRQS,	/* E SET_IRQS upcalls */
 	FP_C_BAR_TRAPPED_MSIX,	/* E trapped BAR accesses to MSI-X table/PBA pages */

@@ -22,10 +22,13 @@
 #include <linux/workqueue.h>
 
 #include "uapi/farpass.h"
+#include "xwin.h"
 
 #define FP_NAME "farpass"
 
 struct dentry;
+struct fp_irq;
+struct iommu_domain;
 struct ntb_dev;
 struct pci_dev;
 
@@ -74,6 +77,14 @@ struct fp_link {
 	struct mdev_type **types;	/* what the parent was registered with: fp_type.type */
 	unsigned int nr_types;
 	struct work_struct rereg_work;
+
+	/* Inbound windows (xwin.c): set at probe, torn down at remove, constant in between. */
+	struct iommu_domain *xwin_domain;	/* the NTB's DMA domain; NULL: no data path */
+	struct fp_xwin xwin[FP_XWIN_NR];	/* by FARPASS_MW_*; page tables inside: see xwin.h */
+	struct mutex xwin_lock;		/* lent BARs (lend.c): bar_maps */
+	struct list_head bar_maps;	/* struct fp_bar_map; xwin_lock */
+
+	struct fp_irq *irq;		/* interrupt bridge (irqbridge.c); NULL: no data path */
 
 	spinlock_t inst_lock;		/* see the top of this file */
 	unsigned int nr_instances;

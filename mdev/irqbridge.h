@@ -9,7 +9,8 @@
  * Borrower (consumer): the FP_DB_IRQ doorbell drains the ring in the interrupt handler and calls the
  * target attached to (link, irq_slot) for each vector; the ack area is on the last page of the peer's
  * BAR window (our outbound window FARPASS_MW_BAR).
- * Both mailboxes of a link are (re)initialised when the link's handshake completes.
+ * Both mailboxes of a link (re)start at the peer's first HELLO after link up (irqbridge.c says why);
+ * link down stops them.
  */
 #ifndef FARPASS_IRQBRIDGE_H
 #define FARPASS_IRQBRIDGE_H
@@ -22,16 +23,19 @@ struct farpass_irq_bridge;
 /* Borrower side: called in hard-irq context for every delivered vector of the attached slot. */
 typedef void (*fp_irq_deliver_fn)(void *ctx, u32 vector);
 
-int fp_irq_link_init(struct fp_link *link);	/* probe, after fp_xwin_setup() */
-void fp_irq_link_up(struct fp_link *link);	/* handshake OK: (re)initialise both mailboxes */
+/* Probe, after fp_xwin_setup() and before the link is enabled. 0 also when there is no data path. */
+int fp_irq_link_init(struct fp_link *link);
+/* Under link->ctrl_lock. */
+void fp_irq_link_up(struct fp_link *link);	/* link up, before our first HELLO */
+void fp_irq_peer_hello(struct fp_link *link);	/* each HELLO from the peer: the first (re)starts both */
 void fp_irq_link_down(struct fp_link *link);	/* stop posting and draining */
-void fp_irq_link_exit(struct fp_link *link);	/* remove: unhook every eventfd, free */
+void fp_irq_link_exit(struct fp_link *link);	/* remove, no doorbell left: unhook every eventfd, free */
 /* The NTB's doorbell handler saw FP_DB_IRQ (hard-irq context). */
 void fp_irq_db_event(struct fp_link *link);
 
 /* Borrower: route slot @slot's deliveries to @fn(@ctx, vector). -EBUSY if attached, -EINVAL slot. */
 int fp_irq_attach(struct fp_link *link, u32 slot, fp_irq_deliver_fn fn, void *ctx);
-/* After it returns no call of the old target runs or will run. */
+/* After it returns no call of the old target runs or will run. Never call from a target. */
 void fp_irq_detach(struct fp_link *link, u32 slot);
 
 /* Lender: FARPASS_IOCTL_IRQ_BRIDGE (header validated by the chardev, fds copied in). */

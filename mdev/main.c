@@ -64,4 +64,4 @@ module_exit(fp_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("farpass: remote PCIe devices over NTB as mdevs");
-MODULE_SOFTDEP("pre: mdev vfio vfio_iommu_type1");
+MODULE_SOFTDEP("pre: mdev vfio vfio_iommu_type1 vfio_virqfd");

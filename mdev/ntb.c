@@ -10,6 +10,9 @@
  * times, then the link's handshake fails with -EAGAIN; a link that goes down ends it with -ENOLINK;
  * a peer of another protocol version with -EPROTO. Nothing here ever waits unboundedly on the peer.
  *
+ * Doorbells: FP_DB_CTRL (the control mailbox) is served in a work item; FP_DB_IRQ (the interrupt
+ * bridge, irqbridge.c) in the doorbell's interrupt handler itself. Each clears only its own bit.
+ *
  * debugfs: /sys/kernel/debug/farpass/<ntb pci name>/link
  *   "link up|down\nhandshake down|pending|ok|failed\nerror <errno>\npeer_version N\npeer_roles 0xN\n"
  */
@@ -23,9 +26,11 @@
 
 #include "counters.h"
 #include "fp.h"
+#include "irqbridge.h"
 #include "link.h"
 #include "proto.h"
 #include "types.h"
+#include "xwin.h"
 
 #define FP_HELLO_RETRY_MS	200
 #define FP_HELLO_TRIES		25	/* 5 s: TCG peers can be slow to load their side */
@@ -154,6 +159,7 @@ static void fp_link_work(struct work_struct *work)
 		link->acked = false;
 		link->peer_seen = false;
 		link->hello_tries = 0;
+		fp_irq_link_up(link);
 		schedule_delayed_work(&link->hello_work, 0);
 	} else {
 		fp_count(FP_C_LINK_DOWN_EVENTS, 1);
@@ -162,6 +168,7 @@ static void fp_link_work(struct work_struct *work)
 		link->hs_state = FP_HS_DOWN;
 		link->hs_err = -ENOLINK;
 		cancel_delayed_work(&link->hello_work);
+		fp_irq_link_down(link);
 	}
 out_unlock:
 	mutex_unlock(&link->ctrl_lock);
@@ -199,6 +206,8 @@ static void fp_ctrl_recv(struct fp_link *link)
 	link->peer_seen = true;
 	switch (fp_cmd_of(cmdw)) {
 	case FP_CMD_HELLO:
+		/* The peer runs farpass: the interrupt mailboxes may start. */
+		fp_irq_peer_hello(link);
 		ret = fp_ctrl_send(link, FP_CMD_HELLO_ACK, fp_seq_of(cmdw), 0);
 		if (ret < 0)
 			dev_dbg(&ntb->dev, "HELLO_ACK not sent: %pe (the peer retries)\n", ERR_PTR(ret));
@@ -218,16 +227,16 @@ static void fp_ctrl_recv(struct fp_link *link)
 static void fp_db_work(struct work_struct *work)
 {
 	struct fp_link *link = container_of(work, struct fp_link, db_work);
-	u64 bits = ntb_db_read(link->ntb);
 
-	ntb_db_clear(link->ntb, bits);
+	/* Only our bit: FP_DB_IRQ belongs to the interrupt handler. */
+	ntb_db_clear(link->ntb, BIT_ULL(FP_DB_CTRL));
 	mutex_lock(&link->ctrl_lock);
 	/* Also poll on a spurious doorbell: a message may have raced the previous clear. */
 	fp_ctrl_recv(link);
 	mutex_unlock(&link->ctrl_lock);
 }
 
-/* Both callbacks run in the NTB driver's interrupt handler: defer to process context. */
+/* Both callbacks run in the NTB driver's interrupt handler: the control path defers to a work item. */
 static void fp_link_event(void *ctx)
 {
 	struct fp_link *link = ctx;
@@ -238,9 +247,17 @@ static void fp_link_event(void *ctx)
 static void fp_db_event(void *ctx, int vector)
 {
 	struct fp_link *link = ctx;
+	u64 bits = ntb_db_read(link->ntb);
 
 	fp_count(FP_C_DB_EVENTS, 1);
-	schedule_work(&link->db_work);
+	if (bits & BIT_ULL(FP_DB_IRQ)) {
+		/* Clear first: a post after the drain rings again. */
+		ntb_db_clear(link->ntb, BIT_ULL(FP_DB_IRQ));
+		fp_irq_db_event(link);
+	}
+	/* A spurious doorbell also polls the control mailbox: a message may have raced a clear. */
+	if (bits & BIT_ULL(FP_DB_CTRL) || !(bits & BIT_ULL(FP_DB_IRQ)))
+		schedule_work(&link->db_work);
 }
 
 static const struct ntb_ctx_ops fp_ctx_ops = {
@@ -284,6 +301,8 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	link->pdev = ntb->pdev;
 	link->name = pci_name(ntb->pdev);
 	INIT_LIST_HEAD(&link->win_maps);
+	mutex_init(&link->xwin_lock);
+	INIT_LIST_HEAD(&link->bar_maps);
 	mutex_init(&link->ctrl_lock);
 	spin_lock_init(&link->inst_lock);
 	link->hs_state = FP_HS_DOWN;
@@ -298,10 +317,18 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	db_mask = ntb_db_valid_mask(ntb);
 	ntb_db_set_mask(ntb, db_mask);
 	ntb_db_clear(ntb, db_mask);
+	link->dbg_dir = debugfs_create_dir(link->name, fp_debugfs_root);
+	/* The inbound windows and the mailbox memory exist before the peer can see the link. */
+	ret = fp_xwin_setup(link);
+	if (ret)
+		goto err_debugfs;
+	ret = fp_irq_link_init(link);
+	if (ret)
+		goto err_xwin;
 	ret = ntb_set_ctx(ntb, link, &fp_ctx_ops);
 	if (ret)
-		goto err_free_link;
-	ntb_db_clear_mask(ntb, BIT_ULL(FP_DB_CTRL));
+		goto err_irq;
+	ntb_db_clear_mask(ntb, db_mask & (BIT_ULL(FP_DB_CTRL) | BIT_ULL(FP_DB_IRQ)));
 
 	mutex_lock(&fp_lock);
 	link->id = ++fp_link_ids;
@@ -312,7 +339,6 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	if (ret)
 		goto err_unlist;
 
-	link->dbg_dir = debugfs_create_dir(link->name, fp_debugfs_root);
 	debugfs_create_file("link", 0400, link->dbg_dir, link, &fp_link_fops);
 	fp_count(FP_C_LINKS, 1);
 
@@ -326,7 +352,12 @@ err_unlist:
 	mutex_unlock(&fp_lock);
 	ntb_db_set_mask(ntb, db_mask);
 	ntb_clear_ctx(ntb);
-err_free_link:
+err_irq:
+	fp_irq_link_exit(link);
+err_xwin:
+	fp_xwin_teardown(link);
+err_debugfs:
+	debugfs_remove_recursive(link->dbg_dir);
 	kfree(link);
 	return ret;
 }
@@ -344,8 +375,9 @@ static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	cancel_work_sync(&link->rereg_work);
 	/* The lender side: the agent's mappings of our windows go before the NTB driver unmaps them. */
 	fp_win_link_teardown(link);
+	/* The peer loses the lent BARs before the link goes. */
+	fp_lend_link_teardown(link);
 
-	debugfs_remove_recursive(link->dbg_dir);
 	ntb_link_disable(ntb);
 	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
 	ntb_clear_ctx(ntb);
@@ -353,6 +385,10 @@ static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	cancel_work_sync(&link->link_work);
 	cancel_work_sync(&link->db_work);
 	cancel_delayed_work_sync(&link->hello_work);
+	/* No doorbell or link event runs now: unhook the eventfds, then free the windows. */
+	fp_irq_link_exit(link);
+	fp_xwin_teardown(link);
+	debugfs_remove_recursive(link->dbg_dir);
 	if (link->up)
 		fp_count(FP_C_LINKS_UP, -1);
 	fp_count(FP_C_LINKS, -1);

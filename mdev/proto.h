@@ -30,6 +30,7 @@ extern "C" {
 #define FP_SPAD_COUNT	4	/* scratchpads the protocol needs */
 
 #define FP_DB_CTRL	0	/* doorbell bit: "a message is in your mailbox" */
+#define FP_DB_IRQ	1	/* doorbell bit: "interrupts in your interrupt mailbox" (irqbridge.c) */
 
 #define FP_MAGIC		0xfa55u
 #define FP_PROTO_VERSION	1u

@@ -13,12 +13,20 @@
  * through fp_xwin_peer(). A link whose NTB has no IOMMU domain (or an identity one) has no data path:
  * fp_xwin_ready() is false and everything here fails with -EOPNOTSUPP.
  *
- * Locking: the ranges are set at probe and torn down at remove (no lock needed in between);
- * link->xwin_lock (mutex) protects the lender's BAR mapping list.
+ * Window size: min(size_max of ntb_mw_get_align(), our own outbound window of the same index) rounded
+ * down to the page. The reserved range is a dma_map_resource() of our outbound window's own MMIO
+ * (never RAM, and exactly as large), so the later dma_unmap_resource() undoes exactly that.
+ * The interrupt mailbox's tails are found in the PEER's windows from our outbound window sizes:
+ * both sides of a link must have windows of the same sizes (symmetric NTBs such as ntb_hw_epf).
+ *
+ * Locking: the ranges are set at probe and torn down at remove (no lock needed in between); the
+ * IOMMU page tables inside them belong to their users (lend.c under link->xwin_lock, irqbridge.c at
+ * init/exit), which never map overlapping ranges.
  */
 #ifndef FARPASS_XWIN_H
 #define FARPASS_XWIN_H
 
+#include <linux/atomic.h>
 #include <linux/types.h>
 
 #include "uapi/farpass.h"
@@ -30,11 +38,21 @@ struct farpass_bar_map;
 #define FP_XWIN_DMA_TAIL	(64 * 1024)	/* ring area of the interrupt mailbox */
 #define FP_XWIN_BAR_TAIL	PAGE_SIZE	/* ack area of the interrupt mailbox */
 
+/* One inbound window's reserved IOVA range (struct fp_link.xwin[]). */
+struct fp_xwin {
+	dma_addr_t iova;	/* base of the range, the window's inbound translation */
+	u64 size;		/* bytes, page multiple; 0: not set up */
+	phys_addr_t resv_phys;	/* what dma_map_resource() mapped: re-mapped before its unmap */
+	atomic64_t mapped;	/* bytes mapped by fp_xwin_map() now (the counters' gauge) */
+};
+
 /* Probe: reserve both ranges and set both inbound translations. 0 also when there is no IOMMU. */
 int fp_xwin_setup(struct fp_link *link);
 /* Remove: inbound translations off, every mapping gone (IOTLB flushed), ranges released. */
 void fp_xwin_teardown(struct fp_link *link);
 bool fp_xwin_ready(struct fp_link *link);
+/* Some link has a data path now (VERSION's FARPASS_FEAT_DATA_PATH). Takes fp_lock. */
+bool fp_xwin_any_ready(void);
 
 /* Bytes of inbound window @mw usable for BARs or guest RAM (below its reserved tail). */
 u64 fp_xwin_usable(struct fp_link *link, int mw);

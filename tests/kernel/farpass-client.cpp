@@ -46,6 +46,15 @@
 //                  of IOVA X onto its first 4 KiB; then edu copies the seed's pattern from a local buffer
 //                  (mapped at another IOVA) into its own buffer and from there to IOVA X, i.e. to the
 //                  peer. --unmapped: VFIO_IOMMU_UNMAP_DMA of X before the DMA to it (it must fault).)
+//   farpass-client window-rw --ntb PCI --mw N --offset X [--write V]
+//                  (one 32-bit word at X of outbound window N, through the mmap: write V first if asked,
+//                  then read: "value=0x...")
+//   farpass-client bar-map --ntb PCI --pci PCI --bar N --offset X --size S [--unmap] [--flags N]
+//                  (BAR_MAP of BAR N of PCI at X of the link's BAR window, or its unmap)
+//   farpass-client irq-bridge --ntb PCI --slot S --start V --count N [--signal K] [--clear] [--bad-fd]
+//                  (IRQ_BRIDGE: N new eventfds for vectors V.., then write each of them K times, round
+//                  by round; --clear: FARPASS_IRQ_BRIDGE_F_CLEAR of the slot (count 0); --bad-fd: the
+//                  last fd is /dev/null's. The fds are closed at exit: the kernel keeps its references.)
 // All: [--expect ok|ENAME] [--dev PATH]
 #include <cerrno>
 #include <cstdint>
@@ -68,7 +77,11 @@
 #include <unistd.h>
 #include <vector>
 
+// struct farpass_irq_bridge ends in a C flexible array member, which ISO C++ does not have.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
 #include "uapi/farpass.h"
+#pragma GCC diagnostic pop
 
 namespace {
 
@@ -509,6 +522,75 @@ int run_window(const Args &a, int fd)
 	}
 	munmap(m, len);
 	return finish(a, 0, d);
+}
+
+int run_window_rw(const Args &a, int fd)
+{
+	farpass_outbound_window w;
+	int err = outbound_window(fd, a, w);
+	if (err)
+		return finish(a, err, "OUTBOUND_WINDOW");
+	uint64_t off = a.num("offset", 0), page = off & ~4095ULL;
+	if (off % 4 || off + 4 > w.size)
+		return finish(a, EINVAL, "offset outside the window");
+	void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(w.offset + page));
+	if (m == MAP_FAILED)
+		return finish(a, errno, "mmap");
+	volatile uint32_t *word = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(m) + (off - page));
+	if (a.has("write"))
+		*word = static_cast<uint32_t>(a.num("write", 0));
+	char d[64];
+	std::snprintf(d, sizeof(d), "value=%#x", static_cast<unsigned>(*word));
+	munmap(m, 4096);
+	return finish(a, 0, d);
+}
+
+int run_bar_map(const Args &a, int fd)
+{
+	farpass_bar_map m{};
+	m.argsz = sizeof(m);
+	m.flags = static_cast<uint32_t>(a.num("flags", a.has("unmap") ? FARPASS_BAR_MAP_F_UNMAP : 0));
+	copy_name(m.ntb, a.str("ntb", "0000:00:0a.0"));
+	copy_name(m.pci, a.str("pci", "0000:00:06.0"));
+	m.bar = static_cast<uint32_t>(a.num("bar", 0));
+	m.win_offset = a.num("offset", 0);
+	m.size = a.num("size", 4096);
+	return finish(a, ioctl(fd, FARPASS_IOCTL_BAR_MAP, &m) ? errno : 0, "");
+}
+
+int run_irq_bridge(const Args &a, int fd)
+{
+	uint32_t count = a.has("clear") ? 0 : static_cast<uint32_t>(a.num("count", 1));
+	std::vector<unsigned char> buf(sizeof(farpass_irq_bridge) + count * sizeof(int32_t));
+	auto *b = reinterpret_cast<farpass_irq_bridge *>(buf.data());
+	b->argsz = static_cast<uint32_t>(buf.size());
+	b->flags = a.has("clear") ? FARPASS_IRQ_BRIDGE_F_CLEAR : 0;
+	copy_name(b->ntb, a.str("ntb", "0000:00:0a.0"));
+	b->irq_slot = static_cast<uint32_t>(a.num("slot", 0));
+	b->start = static_cast<uint32_t>(a.num("start", 0));
+	b->count = count;
+	std::vector<int> efds;
+	for (uint32_t i = 0; i < count; i++) {
+		bool bad = a.has("bad-fd") && i + 1 == count;
+		int e = bad ? open("/dev/null", O_RDWR | O_CLOEXEC) : eventfd(0, EFD_CLOEXEC);
+		if (e < 0)
+			return finish(a, errno, "eventfd");
+		efds.push_back(e);
+		b->fds[i] = e;
+	}
+	int err = ioctl(fd, FARPASS_IOCTL_IRQ_BRIDGE, buf.data()) ? errno : 0;
+	unsigned long long writes = 0;
+	for (unsigned long long k = 0; !err && k < a.num("signal", 0); k++) {
+		for (int e : efds) {
+			uint64_t one = 1;
+			if (write(e, &one, sizeof(one)) != sizeof(one))
+				return finish(a, errno, "eventfd write");
+			writes++;
+		}
+	}
+	for (int e : efds)
+		close(e);
+	return finish(a, err, "signalled=" + std::to_string(writes));
 }
 
 // edu's registers (QEMU hw/misc/edu.c): 4-byte accesses; DMA from/to its buffer at 0x40000 (4 KiB; a
@@ -1015,6 +1097,12 @@ int run(const Args &a)
 		return run_window(a, fd);
 	if (a.action == "edu-dma")
 		return run_edu_dma(a, fd);
+	if (a.action == "window-rw")
+		return run_window_rw(a, fd);
+	if (a.action == "bar-map")
+		return run_bar_map(a, fd);
+	if (a.action == "irq-bridge")
+		return run_irq_bridge(a, fd);
 	if (a.action == "window-stamp")
 		return run_window_stamp(a, fd);
 	if (a.action == "vfio-dma")
@@ -1037,7 +1125,8 @@ int main(int argc, char **argv)
 		std::string_view s = argv[i];
 		if (s.starts_with("--")) {
 			std::string key(s.substr(2));
-			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split")
+			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
+			    key == "unmap" || key == "clear" || key == "bad-fd")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];

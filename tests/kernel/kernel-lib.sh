@@ -15,10 +15,11 @@ fp_check_built() {
 	done
 }
 
-# fp_load VM: VFIO and mdev (Debian's, via modprobe), the NTB core and ntb_hw_epf, then farpass.ko.
+# fp_load VM: VFIO (with vfio_virqfd, which farpass.ko links against) and mdev (Debian's, via
+# modprobe), the NTB core and ntb_hw_epf, then farpass.ko.
 fp_load() {
 	rig_run "$1" -- "set -e
-modprobe -a vfio vfio_iommu_type1 mdev
+modprobe -a vfio vfio_iommu_type1 vfio_virqfd mdev
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 cd $(rig_modules_dir)
 lsmod | grep -q '^ntb_hw_epf ' || { insmod ntb.ko; insmod ntb_hw_epf.ko; }

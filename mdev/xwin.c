@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * xwin.c - a link's two inbound windows: one IOVA range per window reserved in the NTB's IOMMU domain,
+ * the window's inbound translation pointed at it once, and IOMMU mappings inside it (xwin.h).
+ *
+ * Why a reserved range and not dma_map_resource() per mapping: the offsets inside a window are fixed
+ * by the protocol (BAR slots, the mailbox tails, the DMA layout), a window has one translation, and
+ * iommu_unmap() flushes the IOTLB before it returns (docs/mdev.md "How the lender maps device BARs").
+ */
+#include <linux/dma-mapping.h>
+#include <linux/iommu.h>
+#include <linux/ntb.h>
+#include <linux/pci.h>
+
+#include "counters.h"
+#include "fp.h"
+#include "xwin.h"
+
+static_assert(FP_C_XWIN_BAR_BYTES + FARPASS_MW_DMA == FP_C_XWIN_DMA_BYTES);
+
+static struct device *fp_xwin_dev(struct fp_link *link)
+{
+	return &link->ntb->pdev->dev;
+}
+
+static bool fp_xwin_mw_valid(int mw)
+{
+	return mw == FARPASS_MW_BAR || mw == FARPASS_MW_DMA;
+}
+
+int fp_xwin_peer(struct fp_link *link, int mw, phys_addr_t *base, u64 *size)
+{
+	resource_size_t rsize;
+	int ret;
+
+	if (!fp_xwin_mw_valid(mw) || mw >= ntb_peer_mw_count(link->ntb))
+		return -ENOENT;
+	ret = ntb_peer_mw_get_addr(link->ntb, mw, base, &rsize);
+	if (ret)
+		return ret;
+	*size = rsize;
+	return 0;
+}
+
+/* The window's size as both sides compute it (xwin.h), and the MMIO that backs the reservation. */
+static int fp_xwin_geometry(struct fp_link *link, int mw, phys_addr_t *phys, u64 *size)
+{
+	resource_size_t addr_align, size_align, size_max;
+	u64 out_size;
+	int ret;
+
+	ret = ntb_mw_get_align(link->ntb, 0, mw, &addr_align, &size_align, &size_max);
+	if (ret)
+		return ret;
+	ret = fp_xwin_peer(link, mw, phys, &out_size);
+	if (ret)
+		return ret;
+	*size = min_t(u64, size_max, out_size) & PAGE_MASK;
+	if (size_align > 1)
+		*size = rounddown(*size, size_align);
+	/* The mailbox tail and at least one page for BARs or guest RAM. */
+	if (*size <= FP_XWIN_DMA_TAIL || !PAGE_ALIGNED(*phys))
+		return -ENOSPC;
+	return 0;
+}
+
+static int fp_xwin_reserve(struct fp_link *link, int mw)
+{
+	struct fp_xwin *xw = &link->xwin[mw];
+	resource_size_t addr_align;
+	struct device *dev = fp_xwin_dev(link);
+	phys_addr_t phys;
+	dma_addr_t iova;
+	size_t unmapped;
+	u64 size;
+	int ret;
+
+	ret = fp_xwin_geometry(link, mw, &phys, &size);
+	if (ret)
+		return ret;
+	ret = ntb_mw_get_align(link->ntb, 0, mw, &addr_align, NULL, NULL);
+	if (ret)
+		return ret;
+	iova = dma_map_resource(dev, phys, size, DMA_BIDIRECTIONAL, 0);
+	if (dma_mapping_error(dev, iova))
+		return -ENOMEM;
+	ret = -EINVAL;
+	if (addr_align > 1 && !IS_ALIGNED(iova, addr_align))
+		goto out_unmap_resource;
+	/*
+	 * The range is ours now; drop the allocator's PTEs before any translation can reach them. Only
+	 * the NTB uses this domain and inbound traffic needs the translation set below.
+	 */
+	unmapped = iommu_unmap(link->xwin_domain, iova, size);
+	if (unmapped != size) {
+		ret = -EIO;
+		goto out_remap;
+	}
+	ret = ntb_mw_set_trans(link->ntb, 0, mw, iova, size);
+	if (ret)
+		goto out_remap;
+	xw->iova = iova;
+	xw->size = size;
+	xw->resv_phys = phys;
+	atomic64_set(&xw->mapped, 0);
+	dev_info(&link->ntb->dev, "inbound window %d: %#llx bytes at IOVA %pad\n", mw, size, &iova);
+	return 0;
+
+out_remap:
+	/* dma_unmap_resource() expects the PTEs it made (it WARNs on a short unmap). */
+	if (iommu_map(link->xwin_domain, iova, phys, unmapped, IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO))
+		dev_warn(&link->ntb->dev, "window %d: reserved range not restored\n", mw);
+out_unmap_resource:
+	dma_unmap_resource(dev, iova, size, DMA_BIDIRECTIONAL, 0);
+	return ret;
+}
+
+static void fp_xwin_release(struct fp_link *link, int mw)
+{
+	struct fp_xwin *xw = &link->xwin[mw];
+	int ret;
+
+	if (!xw->size)
+		return;
+	ntb_mw_clear_trans(link->ntb, 0, mw);
+	/* A user that left a mapping is a bug: keep the range reserved rather than map over it. */
+	if (WARN_ON(atomic64_read(&xw->mapped)))
+		return;
+	ret = iommu_map(link->xwin_domain, xw->iova, xw->resv_phys, xw->size,
+			IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO);
+	if (ret)
+		dev_warn(&link->ntb->dev, "window %d: reserved range not restored: %pe\n", mw, ERR_PTR(ret));
+	dma_unmap_resource(fp_xwin_dev(link), xw->iova, xw->size, DMA_BIDIRECTIONAL, 0);
+	xw->size = 0;
+}
+
+int fp_xwin_setup(struct fp_link *link)
+{
+	struct iommu_domain *domain = iommu_get_domain_for_dev(fp_xwin_dev(link));
+	int mw, ret;
+
+	if (!domain || !(domain->type & __IOMMU_DOMAIN_DMA_API)) {
+		dev_info(&link->ntb->dev, "no IOMMU DMA domain: no data path on this link\n");
+		return 0;
+	}
+	if (ntb_mw_count(link->ntb, 0) < FP_XWIN_NR || ntb_peer_mw_count(link->ntb) < FP_XWIN_NR) {
+		dev_info(&link->ntb->dev, "fewer than %d memory windows: no data path on this link\n",
+			 FP_XWIN_NR);
+		return 0;
+	}
+	link->xwin_domain = domain;
+	for (mw = 0; mw < FP_XWIN_NR; mw++) {
+		ret = fp_xwin_reserve(link, mw);
+		if (ret) {
+			dev_warn(&link->ntb->dev, "inbound window %d: %pe: no data path on this link\n",
+				 mw, ERR_PTR(ret));
+			goto out_release;
+		}
+	}
+	return 0;
+
+out_release:
+	while (mw--)
+		fp_xwin_release(link, mw);
+	link->xwin_domain = NULL;
+	return 0;	/* the control path and the rest of farpass still work */
+}
+
+void fp_xwin_teardown(struct fp_link *link)
+{
+	int mw;
+
+	if (!link->xwin_domain)
+		return;
+	for (mw = FP_XWIN_NR - 1; mw >= 0; mw--)
+		fp_xwin_release(link, mw);
+	link->xwin_domain = NULL;
+}
+
+bool fp_xwin_ready(struct fp_link *link)
+{
+	return link->xwin_domain;
+}
+
+bool fp_xwin_any_ready(void)
+{
+	struct fp_link *link;
+	bool ret = false;
+
+	mutex_lock(&fp_lock);
+	list_for_each_entry(link, &fp_links, node)
+		ret |= fp_xwin_ready(link);
+	mutex_unlock(&fp_lock);
+	return ret;
+}
+
+u64 fp_xwin_usable(struct fp_link *link, int mw)
+{
+	if (!fp_xwin_ready(link) || !fp_xwin_mw_valid(mw))
+		return 0;
+	return link->xwin[mw].size - (mw == FARPASS_MW_DMA ? FP_XWIN_DMA_TAIL : FP_XWIN_BAR_TAIL);
+}
+
+static int fp_xwin_range(struct fp_link *link, int mw, u64 off, u64 size)
+{
+	if (!fp_xwin_ready(link))
+		return -EOPNOTSUPP;
+	if (!fp_xwin_mw_valid(mw) || !PAGE_ALIGNED(off) || !PAGE_ALIGNED(size) || !size)
+		return -EINVAL;
+	if (off >= link->xwin[mw].size || size > link->xwin[mw].size - off)
+		return -ERANGE;
+	return 0;
+}
+
+int fp_xwin_map(struct fp_link *link, int mw, u64 off, phys_addr_t phys, size_t size, int prot)
+{
+	int ret;
+
+	ret = fp_xwin_range(link, mw, off, size);
+	if (ret)
+		return ret;
+	if (!PAGE_ALIGNED(phys))
+		return -EINVAL;
+	ret = iommu_map(link->xwin_domain, link->xwin[mw].iova + off, phys, size, prot);
+	if (ret)
+		return ret;
+	atomic64_add(size, &link->xwin[mw].mapped);
+	fp_count(FP_C_XWIN_BAR_BYTES + mw, size);
+	return 0;
+}
+
+void fp_xwin_unmap(struct fp_link *link, int mw, u64 off, size_t size)
+{
+	size_t unmapped;
+
+	if (WARN_ON(fp_xwin_range(link, mw, off, size)))
+		return;
+	/* iommu_unmap() syncs the IOTLB before it returns (no flush queue on this path). */
+	unmapped = iommu_unmap(link->xwin_domain, link->xwin[mw].iova + off, size);
+	atomic64_sub(unmapped, &link->xwin[mw].mapped);
+	fp_count(FP_C_XWIN_BAR_BYTES + mw, -(long long)unmapped);
+}
