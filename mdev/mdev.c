@@ -528,7 +528,11 @@ static int fp_borrow(struct fp_mdev *fm)
 	ret = fp_call(fm, FARPASS_UPCALL_BORROW, fm->instance, 0, 0, NULL);
 	if (ret)
 		goto out_destroy;
-	ret = fp_irq_attach(link, slot, fp_irq_deliver, fm);
+	/*
+	 * A link without a data path got here only with no guest RAM (an empty window): a VFIO user
+	 * that just looks at config space, nothing to bridge.
+	 */
+	ret = fp_xwin_ready(link) ? fp_irq_attach(link, slot, fp_irq_deliver, fm) : 0;
 	if (ret)
 		goto out_return;
 	spin_lock(&fm->state_lock);
