@@ -36,9 +36,10 @@
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
 //                  window, then a read over the link so that the posted writes were executed)
-//   farpass-client vfio-irq UUID                           (BAR0 region info and sparse areas, mmap of the
+//   farpass-client vfio-irq UUID [--dir DIR]               (BAR0 region info and sparse areas, mmap of the
 //                  MSI-X page refused, a trapped read of it; IRQ info; SET_IRQS MSI-X around a
-//                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires)
+//                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
+//                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
 //   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped]
 //                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
@@ -988,16 +989,31 @@ int run_vfio_irq(const Args &a)
 	int on3 = set_irq_eventfds(v.dev, msix, {e0, -1, e2});
 	int trig = set_irqs(v.dev, msix, none, 0, 3);
 	bool f0 = eventfd_fired(e0), f1 = eventfd_fired(e1), f2 = eventfd_fired(e2);
+	// --dir: wait for DIR/go-irq while borrowed with vectors 0-2 armed (the lender signals them through
+	// the interrupt bridge meanwhile), then count what each eventfd got.
+	std::string bridged = "none";
+	if (a.has("dir")) {
+		std::printf("armed\n");
+		std::fflush(stdout);
+		if (!wait_file(a.str("dir") + "/go-irq"))
+			return finish(a, ETIMEDOUT, "go-irq");
+		bridged.clear();
+		for (int e : {e0, e1, e2}) {
+			uint64_t n = 0;
+			bridged += (bridged.empty() ? "" : "/") +
+				   std::to_string(::read(e, &n, sizeof(n)) == sizeof(n) ? n : 0);
+		}
+	}
 	int bm_off = cfg.write(4, 2, cmd & ~0x4u);
 	int off2 = set_irqs(v.dev, msix, none, 0, 0);
 	char d[512];
 	std::snprintf(d, sizeof(d),
 		      "bar0 %s size=%#llx mmap_msix=%s mmap_area=%s mmap_beyond=%s trapped_read=%s irq_counts=%s "
 		      "msix_pre=%s bm_on=%s msi_while_msix=%s mask=%s msix_off=%s trigger_off=%s msix_on3=%s "
-		      "trigger=%s fired=%d%d%d bm_off=%s msix_off2=%s",
+		      "trigger=%s fired=%d%d%d bridged=%s bm_off=%s msix_off2=%s",
 		      binfo.c_str(), static_cast<unsigned long long>(bar.size), ename(msix_mmap), ename(area_mmap),
 		      ename(beyond_mmap), ename(trapped), counts.c_str(), ename(pre), ename(bm_on), ename(msi_busy),
-		      ename(mask), ename(off), ename(trig_off), ename(on3), ename(trig), f0, f1, f2, ename(bm_off),
+		      ename(mask), ename(off), ename(trig_off), ename(on3), ename(trig), f0, f1, f2, bridged.c_str(), ename(bm_off),
 		      ename(off2));
 	return finish(a, 0, d);
 }

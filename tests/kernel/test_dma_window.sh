@@ -18,7 +18,8 @@
 #      IRQ info INTx 0, MSI 1, MSI-X 64; SET_IRQS: MSI-X state set before the borrow is sent after
 #      BORROW, each change while borrowed is a SET_IRQS upcall (index 2: 2, 0, 3 vectors), none after
 #      RETURN; MSI refused while MSI-X is on, MASK -> ENOTTY (as vfio-pci), a local trigger fires the
-#      vectors that have an eventfd;
+#      vectors that have an eventfd; the lender signals vectors 0-2 of the device's irq slot through
+#      the interrupt bridge (IRQ_BRIDGE): each reaches its eventfd, vector 1 (none) is counted, dropped;
 #  (f) teardown: instances removed, farpass unloads, no warning.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -97,7 +98,18 @@ T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
 U8=8f7c3ab0-5c6e-4e41-9d3e-0000000000d8
 fp_client $B announce --id 8 --lender lender --ntb "$NTB" --bar0 0x4000 --bar0-win 0 --irq-slot 1
 rig_run $B -- "echo $U8 > $T8/create"
-out=$(fp_client $B vfio-irq $U8) || { echo "$out"; rig_run $B -- "tail -20 $D/agent; dmesg | tail -20"; false; }
+rig_run $B -- "$FP_CLIENT vfio-irq $U8 --dir $D </dev/null >$D/irq 2>&1 &"
+expect "the VFIO user armed MSI-X vectors 0-2 (0 and 2 with an eventfd) while borrowed" \
+	ntb_wait $B 120 "grep -q '^armed' $D/irq || grep -q '^err' $D/irq"
+rig_run $B -- "cat $D/irq"
+expect "lender: signal vectors 0-2 of slot 1 twice each through the interrupt bridge" \
+	fp_client lender irq-bridge --ntb $LNTB --slot 1 --start 0 --count 3 --signal 2
+expect "borrower: 4 interrupts signalled to the VFIO user, 2 dropped (no eventfd)" \
+	ntb_wait $B 30 "test \$(awk '\$1 == \"irq_signalled\" { print \$2 }' $FP_DBG/counters) -ge 4 -a \$(awk '\$1 == \"irq_no_eventfd\" { print \$2 }' $FP_DBG/counters) -ge 2"
+rig_run $B -- "grep -E '^irq' $FP_DBG/counters"
+rig_run $B -- "touch $D/go-irq"
+expect "the VFIO user finished" ntb_wait $B 60 "grep -qE '^(ok|err)' $D/irq"
+out=$(rig_run $B -- "grep -E '^(ok|err)' $D/irq")
 echo "$out"
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$out"; }
 expect_eq "BAR0 region: read, write, mmap, caps" "$(field flags)" rwmc
@@ -113,6 +125,8 @@ expect_eq "SET_IRQS before the borrow; bus master on" "$(field msix_pre)/$(field
 expect_eq "MSI while MSI-X is on: EINVAL; MASK: ENOTTY" "$(field msi_while_msix)/$(field mask)" EINVAL/ENOTTY
 expect_eq "MSI-X off; trigger while off: EINVAL; on with 3 vectors" "$(field msix_off)/$(field trigger_off)/$(field msix_on3)" ok/EINVAL/ok
 expect_eq "local trigger: vectors 0 and 2 fire (1 has no eventfd), the old eventfd not" "$(field trigger)/$(field fired)" ok/101
+expect_eq "bridged interrupts per vector's eventfd (0, 1 without, 2)" "$(field bridged)" 2/0/2
+expect_eq "counters: irq_signalled/irq_no_eventfd" "$(fp_counter $B irq_signalled)/$(fp_counter $B irq_no_eventfd)" 4/2
 expect_eq "bus master off; MSI-X off after the return" "$(field bm_off)/$(field msix_off2)" ok/ok
 ops=$(rig_run $B -- "grep -E '^(BORROW|RETURN|SET_IRQS) 8' $D/agent | sed 's/ instance [0-9]*//; s/ (seq.*//' | tr '\n' ';'")
 expect_eq "the agent saw BORROW, the state re-sent, each change, RETURN; nothing after" "$ops" \
