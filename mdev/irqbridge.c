@@ -107,12 +107,12 @@ static void fp_irq_wmb(void *ctx)
 
 static void fp_irq_rmb(void *ctx)
 {
-	rmb();
+	rmb();	/* HEAD (or OVF) before the entries (or bitmap) the peer wrote ahead of it */
 }
 
 static void fp_irq_mb(void *ctx)
 {
-	mb();
+	mb();	/* our loads of the shared words before the store that releases them */
 }
 
 static const struct fp_mbox_barriers fp_irq_barriers = {
@@ -368,6 +368,7 @@ void fp_irq_peer_hello(struct fp_link *link)
 	spin_lock_irqsave(&irq->prod_lock, flags);
 	/* The peer's consumer writes it, but only once it started too, with its tail at 0. */
 	memset(page_address(irq->ack_page), 0, FP_XWIN_BAR_TAIL);
+	/* mailbox.h: volatile u32 words are single 32-bit MMIO accesses on x86 (the __iomem casts). */
 	fp_mbox_prod_init(&irq->prod, &fp_irq_geom, (__force volatile u32 *)irq->ring_io,
 			  page_address(irq->ack_page), irq->pending, &fp_irq_barriers);
 	irq->prod_on = true;

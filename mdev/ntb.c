@@ -159,6 +159,8 @@ static void fp_link_work(struct work_struct *work)
 		link->acked = false;
 		link->peer_seen = false;
 		link->hello_tries = 0;
+		/* The peer reaches our windows from its first HELLO on. */
+		fp_xwin_link_up(link);
 		fp_irq_link_up(link);
 		schedule_delayed_work(&link->hello_work, 0);
 	} else {

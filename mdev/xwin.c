@@ -42,32 +42,9 @@ int fp_xwin_peer(struct fp_link *link, int mw, phys_addr_t *base, u64 *size)
 	return 0;
 }
 
-/* The window's size as both sides compute it (xwin.h), and the MMIO that backs the reservation. */
-static int fp_xwin_geometry(struct fp_link *link, int mw, phys_addr_t *phys, u64 *size)
-{
-	resource_size_t addr_align, size_align, size_max;
-	u64 out_size;
-	int ret;
-
-	ret = ntb_mw_get_align(link->ntb, 0, mw, &addr_align, &size_align, &size_max);
-	if (ret)
-		return ret;
-	ret = fp_xwin_peer(link, mw, phys, &out_size);
-	if (ret)
-		return ret;
-	*size = min_t(u64, size_max, out_size) & PAGE_MASK;
-	if (size_align > 1)
-		*size = rounddown(*size, size_align);
-	/* The mailbox tail and at least one page for BARs or guest RAM. */
-	if (*size <= FP_XWIN_DMA_TAIL || !PAGE_ALIGNED(*phys))
-		return -ENOSPC;
-	return 0;
-}
-
 static int fp_xwin_reserve(struct fp_link *link, int mw)
 {
 	struct fp_xwin *xw = &link->xwin[mw];
-	resource_size_t addr_align;
 	struct device *dev = fp_xwin_dev(link);
 	phys_addr_t phys;
 	dma_addr_t iova;
@@ -75,44 +52,64 @@ static int fp_xwin_reserve(struct fp_link *link, int mw)
 	u64 size;
 	int ret;
 
-	ret = fp_xwin_geometry(link, mw, &phys, &size);
+	ret = fp_xwin_peer(link, mw, &phys, &size);
 	if (ret)
 		return ret;
-	ret = ntb_mw_get_align(link->ntb, 0, mw, &addr_align, NULL, NULL);
-	if (ret)
-		return ret;
+	size &= PAGE_MASK;
+	/* The mailbox tail and at least one page for BARs or guest RAM. */
+	if (size <= FP_XWIN_DMA_TAIL || !PAGE_ALIGNED(phys))
+		return -ENOSPC;
 	iova = dma_map_resource(dev, phys, size, DMA_BIDIRECTIONAL, 0);
 	if (dma_mapping_error(dev, iova))
 		return -ENOMEM;
-	ret = -EINVAL;
-	if (addr_align > 1 && !IS_ALIGNED(iova, addr_align))
-		goto out_unmap_resource;
 	/*
 	 * The range is ours now; drop the allocator's PTEs before any translation can reach them. Only
-	 * the NTB uses this domain and inbound traffic needs the translation set below.
+	 * the NTB uses this domain and inbound traffic needs the translation (set at link up).
 	 */
 	unmapped = iommu_unmap(link->xwin_domain, iova, size);
 	if (unmapped != size) {
-		ret = -EIO;
-		goto out_remap;
+		/* dma_unmap_resource() expects the PTEs it made (it WARNs on a short unmap). */
+		if (iommu_map(link->xwin_domain, iova, phys, unmapped,
+			      IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO))
+			dev_warn(&link->ntb->dev, "window %d: reserved range not restored\n", mw);
+		dma_unmap_resource(dev, iova, size, DMA_BIDIRECTIONAL, 0);
+		return -EIO;
 	}
-	ret = ntb_mw_set_trans(link->ntb, 0, mw, iova, size);
-	if (ret)
-		goto out_remap;
 	xw->iova = iova;
 	xw->size = size;
 	xw->resv_phys = phys;
 	atomic64_set(&xw->mapped, 0);
 	dev_info(&link->ntb->dev, "inbound window %d: %#llx bytes at IOVA %pad\n", mw, size, &iova);
 	return 0;
+}
 
-out_remap:
-	/* dma_unmap_resource() expects the PTEs it made (it WARNs on a short unmap). */
-	if (iommu_map(link->xwin_domain, iova, phys, unmapped, IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO))
-		dev_warn(&link->ntb->dev, "window %d: reserved range not restored\n", mw);
-out_unmap_resource:
-	dma_unmap_resource(dev, iova, size, DMA_BIDIRECTIONAL, 0);
-	return ret;
+/*
+ * Link up: point each inbound window at its range. ntb_mw_get_align() answers only with the link up
+ * (the peer may decide the window's limits), so this cannot be done at probe; the range was sized
+ * from our outbound window, the peer's twin (xwin.h). Done at every link up: an NTB may forget its
+ * translations while the link is down, and setting the same one again is harmless.
+ */
+void fp_xwin_link_up(struct fp_link *link)
+{
+	resource_size_t addr_align, size_align, size_max;
+	int mw, ret;
+
+	lockdep_assert_held(&link->ctrl_lock);
+	if (!fp_xwin_ready(link))
+		return;
+	for (mw = 0; mw < FP_XWIN_NR; mw++) {
+		struct fp_xwin *xw = &link->xwin[mw];
+
+		ret = ntb_mw_get_align(link->ntb, 0, mw, &addr_align, &size_align, &size_max);
+		if (!ret && (xw->size > size_max || !IS_ALIGNED(xw->size, max_t(u64, size_align, 1)) ||
+			     !IS_ALIGNED(xw->iova, max_t(u64, addr_align, 1))))
+			ret = -ERANGE;
+		if (!ret)
+			ret = ntb_mw_set_trans(link->ntb, 0, mw, xw->iova, xw->size);
+		if (ret)
+			dev_warn(&link->ntb->dev, "inbound window %d not translated: %pe: the peer cannot reach it\n",
+				 mw, ERR_PTR(ret));
+	}
 }
 
 static void fp_xwin_release(struct fp_link *link, int mw)

@@ -3,8 +3,8 @@
  * xwin.h - a link's two inbound windows (xwin.c) and the lender's BAR exposure (lend.c).
  *
  * Each side of a link reserves, at NTB probe, one IOVA range per window in its NTB's IOMMU domain and
- * points the window's inbound translation at it (ntb_mw_set_trans) once; afterwards only IOMMU page
- * tables change (iommu_map/iommu_unmap in that range, docs/mdev.md "How the lender maps device BARs"):
+ * points the window's inbound translation at it (ntb_mw_set_trans) at link up; afterwards only IOMMU
+ * page tables change (iommu_map/iommu_unmap in that range, docs/mdev.md "How the lender maps device BARs"):
  *   FARPASS_MW_BAR  the BAR window: lent devices' BARs at the offsets the lender announced (lend.c),
  *                   and on its last page the interrupt mailbox's ack area (irqbridge.c)
  *   FARPASS_MW_DMA  the DMA window: borrowing guests' RAM (dmawin.c), and in its last FP_XWIN_DMA_TAIL
@@ -13,9 +13,10 @@
  * through fp_xwin_peer(). A link whose NTB has no IOMMU domain (or an identity one) has no data path:
  * fp_xwin_ready() is false and everything here fails with -EOPNOTSUPP.
  *
- * Window size: min(size_max of ntb_mw_get_align(), our own outbound window of the same index) rounded
- * down to the page. The reserved range is a dma_map_resource() of our outbound window's own MMIO
- * (never RAM, and exactly as large), so the later dma_unmap_resource() undoes exactly that.
+ * Window size: our own outbound window of the same index rounded down to the page (ntb_mw_get_align()
+ * needs the link up; at link up the size is checked against its size_max and alignments). The
+ * reserved range is a dma_map_resource() of that outbound window's own MMIO (never RAM, exactly as
+ * large), so the later dma_unmap_resource() undoes exactly that.
  * The interrupt mailbox's tails are found in the PEER's windows from our outbound window sizes:
  * both sides of a link must have windows of the same sizes (symmetric NTBs such as ntb_hw_epf).
  *
@@ -46,8 +47,10 @@ struct fp_xwin {
 	atomic64_t mapped;	/* bytes mapped by fp_xwin_map() now (the counters' gauge) */
 };
 
-/* Probe: reserve both ranges and set both inbound translations. 0 also when there is no IOMMU. */
+/* Probe: reserve both ranges. 0 also when there is no IOMMU (no data path). */
 int fp_xwin_setup(struct fp_link *link);
+/* Link up (link->ctrl_lock): set both inbound translations. */
+void fp_xwin_link_up(struct fp_link *link);
 /* Remove: inbound translations off, every mapping gone (IOTLB flushed), ranges released. */
 void fp_xwin_teardown(struct fp_link *link);
 bool fp_xwin_ready(struct fp_link *link);

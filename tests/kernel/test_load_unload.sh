@@ -47,7 +47,7 @@ expect_eq "instances" "$(fp_counter $B instances)" 1
 rig_run $B -- "echo 1 > /sys/bus/mdev/devices/8f7c3ab0-5c6e-4e41-9d3e-0000000000aa/remove"
 fp_client $B withdraw --id 1
 rig_run $B -- "cat $FP_DBG/counters"
-for n in agent_files devices types instances vfio_open pinned_pages; do
+for n in agent_files devices types instances vfio_open pinned_pages bar_maps irq_hooks; do
 	expect_eq "counters: $n" "$(fp_counter $B $n)" 0
 done
 expect_eq "counters: one parent (the link's, with no type)" "$(fp_counter $B parents)" 1

@@ -21,8 +21,9 @@ c() { fp_client $B "$@"; }
 echo "# (a) version handshake and access"
 expect "/dev/farpass is root-only (0600)" rig_run $B -- "test \"\$(stat -c %a:%U /dev/farpass)\" = 600:root"
 expect "an ioctl before VERSION fails with EPROTO" c announce --no-version --id 1 --expect EPROTO
-expect "VERSION 1 is accepted" c version
-expect "VERSION 2 fails with EPROTONOSUPPORT" c version --api 2 --expect EPROTONOSUPPORT
+expect "VERSION 2 is accepted" c version
+expect "VERSION 1 fails with EPROTONOSUPPORT" c version --api 1 --expect EPROTONOSUPPORT
+expect "VERSION 3 fails with EPROTONOSUPPORT" c version --api 3 --expect EPROTONOSUPPORT
 expect "VERSION with argsz too small fails with EINVAL" c version --argsz 8 --expect EINVAL
 expect "an unknown ioctl number fails with ENOTTY" c unknown-ioctl --expect ENOTTY
 expect "UPCALL_GET with nothing queued, non-blocking: EAGAIN" c upcall-get --nonblock --expect EAGAIN
