@@ -351,13 +351,6 @@ int fp_dmawin_layout(struct farpass_dma_layout *l)
 	int i, ret = -ENODATA;
 
 	BUILD_BUG_ON(FARPASS_DMA_SLOTS < FP_WIN_MAX_SLOTS);
-	mutex_lock(&fp_lock);
-	list_for_each_entry(rdev, &fp_devices, node)
-		known |= rdev->desc.device_id == l->device_id && !rdev->withdrawn;
-	mutex_unlock(&fp_lock);
-	if (!known)
-		return -ENOENT;
-
 	mutex_lock(&fp_dmawin_lock);
 	list_for_each_entry(w, &fp_dmawins, node) {
 		if (w->device_id != l->device_id)
@@ -373,5 +366,16 @@ int fp_dmawin_layout(struct farpass_dma_layout *l)
 		break;
 	}
 	mutex_unlock(&fp_dmawin_lock);
-	return ret;
+	if (!ret)
+		return 0;
+
+	/*
+	 * Only the error needs the device list: the agent's common call (serving BORROW) never waits
+	 * for fp_lock, which a link's removal holds while its VFIO users let go.
+	 */
+	mutex_lock(&fp_lock);
+	list_for_each_entry(rdev, &fp_devices, node)
+		known |= rdev->desc.device_id == l->device_id && !rdev->withdrawn;
+	mutex_unlock(&fp_lock);
+	return known ? -ENODATA : -ENOENT;
 }

@@ -10,8 +10,8 @@
  *
  * Locking: fp_dmawin_lock (mutex, dmawin.c) protects the list of windows (sub-window allocation, the
  * DMA_LAYOUT lookup); each window's pages are protected by the caller's lock (the instance's
- * dma_lock), which serialises create, destroy and dma_unmap of one instance. Order: fp_lock ->
- * fp_dmawin_lock; dma_lock -> fp_dmawin_lock.
+ * dma_lock), which serialises create, destroy and dma_unmap of one instance. Order: dma_lock ->
+ * fp_dmawin_lock; fp_dmawin_lock is never held with fp_lock.
  */
 #ifndef FARPASS_DMAWIN_H
 #define FARPASS_DMAWIN_H

@@ -33,6 +33,7 @@
 //                  (at most 300 s): go1 count the pages holding window-stamp's words (seeds 1 and 2),
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer; go2 count again (seed 3 low, still 2 high),
 //                  bus master off (RETURN); go3 close)
+//   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
 //                  window, then a read over the link so that the posted writes were executed)
@@ -1123,6 +1124,11 @@ int run(const Args &a)
 		return run_window_stamp(a, fd);
 	if (a.action == "vfio-dma")
 		return run_vfio_dma(a, fd);
+	if (a.action == "dma-layout") {
+		farpass_dma_layout l;
+		int err = dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
+		return finish(a, err, err ? "" : "nr=" + std::to_string(l.nr_slots) + " pinned=" + std::to_string(l.pages_pinned));
+	}
 	std::fprintf(stderr, "unknown action %s\n", a.action.c_str());
 	return 2;
 }

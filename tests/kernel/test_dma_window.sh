@@ -43,6 +43,8 @@ fp_client $B announce --id 7 --lender lender --ntb "$NTB" --bar0 0x4000
 rig_run $B -- "echo $U > $T/create; rm -rf $D; mkdir -p $D"
 rig_run $B -- "$FP_CLIENT agent --log $D/agent </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
 expect "agent up" ntb_wait $B 10 "grep -q ready $D/agent"
+expect "DMA_LAYOUT of an unknown device: ENOENT" fp_client $B dma-layout --id 99 --expect ENOENT
+expect "DMA_LAYOUT of a device nobody borrows: ENODATA" fp_client $B dma-layout --id 7 --expect ENODATA
 rig_run $B -- "$FP_CLIENT vfio-dma $U --id 7 --dir $D </dev/null >$D/user 2>&1 & echo \$! >$D/user.pid"
 step() { rig_run $B -- "touch $D/go$1"; }
 user() { rig_run $B -- "cat $D/user"; }
