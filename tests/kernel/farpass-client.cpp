@@ -37,8 +37,10 @@
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
 //                  window, then a read over the link so that the posted writes were executed)
-//   farpass-client vfio-irq UUID [--dir DIR]               (BAR0 region info and sparse areas, mmap of the
-//                  MSI-X page refused, a trapped read of it; IRQ info; SET_IRQS MSI-X around a
+//   farpass-client vfio-irq UUID [--dir DIR] [--write1 X] [--trap0 1]  (BAR0 region info and sparse
+//                  areas; mmap of the MSI-X page, across it and past the BAR refused; the area before
+//                  it mmapped: word 0 read, word 1 written with X and read; a trapped read of the MSI-X
+//                  page (and with --trap0 of word 0); IRQ info; SET_IRQS MSI-X around a
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
@@ -950,16 +952,33 @@ int run_vfio_irq(const Args &a)
 	int msix_mmap = m == MAP_FAILED ? errno : 0;
 	if (m != MAP_FAILED)
 		munmap(m, 4096);
-	m = mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
-	int area_mmap = m == MAP_FAILED ? errno : 0;
+	m = mmap(nullptr, 0x4000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+	int across_mmap = m == MAP_FAILED ? errno : 0;
 	if (m != MAP_FAILED)
-		munmap(m, 0x2000);
-	m = mmap(nullptr, 0x8000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+		munmap(m, 0x4000);
+	m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset + bar.size));
 	int beyond_mmap = m == MAP_FAILED ? errno : 0;
 	if (m != MAP_FAILED)
-		munmap(m, 0x8000);
-	uint32_t word = 0;
+		munmap(m, 4096);
+	// The area before the MSI-X pages, mmapped: words 0 and 1 straight from the device (on the lender,
+	// through the NTB), word 1 after writing a value (edu's liveness register inverts it).
+	uint32_t mmio0 = 0, mmio1 = 0;
+	m = mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+	int area_mmap = m == MAP_FAILED ? errno : 0;
+	if (m != MAP_FAILED) {
+		volatile uint32_t *w = static_cast<volatile uint32_t *>(m);
+		mmio0 = w[0];
+		if (a.has("write1")) {
+			w[1] = static_cast<uint32_t>(a.num("write1", 0));
+			mmio1 = w[1];
+		}
+		munmap(m, 0x2000);
+	}
+	// Trapped accesses: the MSI-X table page (QEMU's), and word 0 read through the region.
+	uint32_t word = 0, trapped0 = 0;
 	int trapped = pread(v.dev, &word, 4, static_cast<off_t>(bar.offset + 0x2000)) == 4 ? 0 : errno ? errno : EIO;
+	if (!trapped && a.has("trap0"))
+		trapped = pread(v.dev, &trapped0, 4, static_cast<off_t>(bar.offset)) == 4 ? 0 : errno ? errno : EIO;
 
 	std::string counts;
 	for (uint32_t i = 0; i < VFIO_PCI_NUM_IRQS; i++) {
@@ -1009,11 +1028,12 @@ int run_vfio_irq(const Args &a)
 	int off2 = set_irqs(v.dev, msix, none, 0, 0);
 	char d[512];
 	std::snprintf(d, sizeof(d),
-		      "bar0 %s size=%#llx mmap_msix=%s mmap_area=%s mmap_beyond=%s trapped_read=%s irq_counts=%s "
+		      "bar0 %s size=%#llx mmap_msix=%s mmap_across=%s mmap_beyond=%s mmap_area=%s mmio0=%#x mmio1=%#x "
+		      "trapped_read=%s trapped0=%#x irq_counts=%s "
 		      "msix_pre=%s bm_on=%s msi_while_msix=%s mask=%s msix_off=%s trigger_off=%s msix_on3=%s "
 		      "trigger=%s fired=%d%d%d bridged=%s bm_off=%s msix_off2=%s",
-		      binfo.c_str(), static_cast<unsigned long long>(bar.size), ename(msix_mmap), ename(area_mmap),
-		      ename(beyond_mmap), ename(trapped), counts.c_str(), ename(pre), ename(bm_on), ename(msi_busy),
+		      binfo.c_str(), static_cast<unsigned long long>(bar.size), ename(msix_mmap), ename(across_mmap),
+		      ename(beyond_mmap), ename(area_mmap), mmio0, mmio1, ename(trapped), trapped0, counts.c_str(), ename(pre), ename(bm_on), ename(msi_busy),
 		      ename(mask), ename(off), ename(trig_off), ename(on3), ename(trig), f0, f1, f2, bridged.c_str(), ename(bm_off),
 		      ename(off2));
 	return finish(a, 0, d);

@@ -11,10 +11,13 @@
 #      before the ioctl returns; a lender write to its old offset no longer lands, one to the low slot
 #      still does;
 #  (d) bus master off: RETURN upcall, pinned pages and DMA windows back to 0, DMA_LAYOUT ENODATA;
-#  (e) BAR region and interrupts of a device announced with BAR0 in the BAR window (FARPASS_BAR_MAPPED)
-#      and the fake lender's MSI-X (64 vectors, table at 0x2000, PBA at 0x3000 of BAR0): region info
-#      READ|WRITE|MMAP with one sparse area before the MSI-X pages; mmap of the table page and past the
-#      BAR refused, of the area accepted; a read of the table page is trapped (counted as MSI-X);
+#  (e) BAR region and interrupts of a device announced with BAR0 at a slot of the BAR window
+#      (FARPASS_BAR_MAPPED), where the lender exposes QEMU's edu (BAR_MAP), and the fake lender's MSI-X
+#      config (64 vectors, table at 0x2000, PBA at 0x3000 of BAR0): region info READ|WRITE|MMAP with
+#      sparse areas around the MSI-X pages; mmap of the table page, across it and past the BAR refused;
+#      the mmapped area reaches edu (its identification register; its liveness register inverts a
+#      write); a read of the table page and one of word 0 through the region are trapped (counted as
+#      MSI-X and other; word 0 is edu's identification again);
 #      IRQ info INTx 0, MSI 1, MSI-X 64; SET_IRQS: MSI-X state set before the borrow is sent after
 #      BORROW, each change while borrowed is a SET_IRQS upcall (index 2: 2, 0, 3 vectors), none after
 #      RETURN; MSI refused while MSI-X is on, MASK -> ENOTTY (as vfio-pci), a local trigger fires the
@@ -27,6 +30,8 @@ set -euo pipefail
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
 
+EDU_ADDR=0000:00:06.0
+export RIG_LENDER_EXTRA="-device edu,addr=0x6"
 rig_up --borrowers 1
 B=borrower1
 NTB=$(ntb_pci $B)
@@ -98,9 +103,16 @@ expect "withdraw" fp_client $B withdraw --id 7
 echo "# (e) BAR region and interrupts"
 T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
 U8=8f7c3ab0-5c6e-4e41-9d3e-0000000000d8
-fp_client $B announce --id 8 --lender lender --ntb "$NTB" --bar0 0x4000 --bar0-win 0 --irq-slot 1
+SLOT=0x100000      # edu's BAR0 is 1 MiB: a slot aligned to its size
+rig_run lender -- "set -e; modprobe vfio-pci
+echo vfio-pci > /sys/bus/pci/devices/$EDU_ADDR/driver_override
+echo $EDU_ADDR > /sys/bus/pci/drivers_probe
+test \"\$(basename \$(readlink /sys/bus/pci/devices/$EDU_ADDR/driver))\" = vfio-pci"
+expect "lender: BAR_MAP edu's BAR0 at $SLOT of the BAR window" \
+	fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 --offset $SLOT --size 0x100000
+fp_client $B announce --id 8 --lender lender --ntb "$NTB" --bar0 0x100000 --bar0-win $SLOT --irq-slot 1
 rig_run $B -- "echo $U8 > $T8/create"
-rig_run $B -- "$FP_CLIENT vfio-irq $U8 --dir $D </dev/null >$D/irq 2>&1 &"
+rig_run $B -- "$FP_CLIENT vfio-irq $U8 --dir $D --write1 0x12345678 --trap0 1 </dev/null >$D/irq 2>&1 &"
 expect "the VFIO user armed MSI-X vectors 0-2 (0 and 2 with an eventfd) while borrowed" \
 	ntb_wait $B 120 "grep -q '^armed' $D/irq || grep -q '^err' $D/irq"
 rig_run $B -- "cat $D/irq"
@@ -115,13 +127,15 @@ out=$(rig_run $B -- "grep -E '^(ok|err)' $D/irq")
 echo "$out"
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$out"; }
 expect_eq "BAR0 region: read, write, mmap, caps" "$(field flags)" rwmc
-expect_eq "BAR0 region: 16 KiB" "$(field size)" 0x4000
-expect_eq "BAR0 sparse areas: all but the MSI-X table and PBA pages" "$(field sparse)" "0+0x2000"
-expect_eq "mmap of the MSI-X table page: refused" "$(field mmap_msix)" EINVAL
+expect_eq "BAR0 region: 1 MiB" "$(field size)" 0x100000
+expect_eq "BAR0 sparse areas: all but the MSI-X table and PBA pages" "$(field sparse)" "0+0x2000,0x4000+0xfc000"
+expect_eq "mmap of the MSI-X table page, across it, past the BAR: refused" \
+	"$(field mmap_msix)/$(field mmap_across)/$(field mmap_beyond)" EINVAL/EINVAL/EINVAL
 expect_eq "mmap of the area before it" "$(field mmap_area)" ok
-expect_eq "mmap past the BAR: refused" "$(field mmap_beyond)" EINVAL
-expect_eq "trapped read of the MSI-X table page" "$(field trapped_read)" ok
-expect_eq "counters: trapped BAR accesses, MSI-X/other" "$(fp_counter $B bar_trapped_msix)/$(fp_counter $B bar_trapped_other)" 1/0
+expect_eq "mmapped: edu's identification register, through the NTB" "$(field mmio0)" 0x10000ed
+expect_eq "mmapped: edu's liveness register inverts 0x12345678" "$(field mmio1)" 0xedcba987
+expect_eq "trapped reads: the MSI-X table page, word 0 (edu's identification)" "$(field trapped_read)/$(field trapped0)" ok/0x10000ed
+expect_eq "counters: trapped BAR accesses, MSI-X/other" "$(fp_counter $B bar_trapped_msix)/$(fp_counter $B bar_trapped_other)" 1/1
 expect_eq "IRQ info counts: INTx, MSI, MSI-X, ERR, REQ" "$(field irq_counts)" "0,1,64,1,1"
 expect_eq "SET_IRQS before the borrow; bus master on" "$(field msix_pre)/$(field bm_on)" ok/ok
 expect_eq "MSI while MSI-X is on: EINVAL; MASK: ENOTTY" "$(field msi_while_msix)/$(field mask)" EINVAL/ENOTTY
@@ -136,6 +150,7 @@ expect_eq "the agent saw BORROW, the state re-sent, each change, RETURN; nothing
 expect "counters: upcalls_set_irqs = 3" test "$(fp_counter $B upcalls_set_irqs)" -eq 3
 
 echo "# (f) teardown"
+expect "lender: BAR_MAP unmap" fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 --offset $SLOT --size 0x100000 --unmap
 rig_run $B -- "kill \$(cat $D/agent.pid)"
 expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U8/remove"
 expect "withdraw" fp_client $B withdraw --id 8
