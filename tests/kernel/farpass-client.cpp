@@ -31,7 +31,8 @@
 //                  2 MiB zeroed buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB, bus master on
 //                  (BORROW), DMA_LAYOUT printed ("layout ..."); then, each step after DIR/goN appears
 //                  (at most 300 s): go1 count the pages holding window-stamp's words (seeds 1 and 2),
-//                  VFIO_IOMMU_UNMAP_DMA the high buffer; go2 count again (seed 3 low, still 2 high),
+//                  VFIO_IOMMU_UNMAP_DMA the high buffer; go2 count again (seed 3 low, still 2 high) and
+//                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
@@ -44,10 +45,10 @@
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
-//   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped]
+//   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped] [--win-offset X]
 //                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
 //                  container, the NTB's outbound window mmapped through /dev/farpass, VFIO_IOMMU_MAP_DMA
-//                  of IOVA X onto its first 4 KiB; then edu copies the seed's pattern from a local buffer
+//                  of IOVA X onto its first 4 KiB (or those at --win-offset); then edu copies the seed's pattern from a local buffer
 //                  (mapped at another IOVA) into its own buffer and from there to IOVA X, i.e. to the
 //                  peer. --unmapped: VFIO_IOMMU_UNMAP_DMA of X before the DMA to it (it must fault).)
 //   farpass-client window-rw --ntb PCI --mw N --offset X [--write V]
@@ -701,7 +702,7 @@ int run_edu_dma(const Args &a, int fd)
 	};
 	if (int err = map(src_iova, local))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA of the local buffer");
-	if (int err = map(iova, win))
+	if (int err = map(iova, static_cast<char *>(win) + a.num("win-offset", 0)))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA of the outbound window");
 	if (a.has("unmapped")) {
 		vfio_iommu_type1_dma_unmap u{};
@@ -864,10 +865,13 @@ int run_vfio_dma(const Args &a, int fd)
 
 	if (!wait_file(dir + "/go2"))
 		return finish(a, ETIMEDOUT, "go2");
-	std::printf("after_unmap low_seed3=%llu high_seed2=%llu high_seed4=%llu\n",
+	// --edu-seed S: the lender's edu DMAed edu-dma's pattern S into the low buffer's page 1.
+	const auto edu = edu_pattern(static_cast<unsigned>(a.num("edu-seed", 0)));
+	std::printf("after_unmap low_seed3=%llu high_seed2=%llu high_seed4=%llu edu_page1=%d\n",
 		    static_cast<unsigned long long>(stamped_pages(lo, size, 3)),
 		    static_cast<unsigned long long>(stamped_pages(hi, size, 2)),
-		    static_cast<unsigned long long>(stamped_pages(hi, size, 4)));
+		    static_cast<unsigned long long>(stamped_pages(hi, size, 4)),
+		    !std::memcmp(lo + stamp_page, edu.data(), edu.size()));
 	int off = cfg.write(4, 2, cmd & ~0x4u);
 	lerr = dma_layout(fd, id, l);
 	std::printf("bus_master_off=%s layout_after=%s\n", ename(off), ename(lerr));

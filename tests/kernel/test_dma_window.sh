@@ -9,7 +9,9 @@
 #      (bytes through the NTB and the borrower's IOMMU, at the offsets DMA_LAYOUT gave);
 #  (c) VFIO_IOMMU_UNMAP_DMA of the high buffer (.dma_unmap): its 512 pages are unmapped and unpinned
 #      before the ioctl returns; a lender write to its old offset no longer lands, one to the low slot
-#      still does;
+#      still does, and so does a device's DMA: QEMU's edu on the lender, its VFIO container mapping
+#      GPA = IOVA onto the outbound window at the slot's offset (what the lender's agent will do),
+#      DMAs a 4 KiB pattern into the low buffer's page 1 (lender IOMMU -> NTB -> borrower IOMMU);
 #  (d) bus master off: RETURN upcall, pinned pages and DMA windows back to 0, DMA_LAYOUT ENODATA;
 #  (e) BAR region and interrupts of a device announced with BAR0 at a slot of the BAR window
 #      (FARPASS_BAR_MAPPED), where the lender exposes QEMU's edu (BAR_MAP), and the fake lender's MSI-X
@@ -41,6 +43,10 @@ U=8f7c3ab0-5c6e-4e41-9d3e-0000000000d7
 D=/tmp/dmawin
 fp_load lender
 fp_load $B
+rig_run lender -- "set -e; modprobe vfio-pci
+echo vfio-pci > /sys/bus/pci/devices/$EDU_ADDR/driver_override
+echo $EDU_ADDR > /sys/bus/pci/drivers_probe
+test \"\$(basename \$(readlink /sys/bus/pci/devices/$EDU_ADDR/driver))\" = vfio-pci"
 expect "borrower: farpass link up" ntb_wait $B 60 "grep -qx 'link up' $FP_DBG/$NTB/link"
 expect "lender: farpass link up" ntb_wait lender 60 "grep -qx 'link up' $FP_DBG/$LNTB/link"
 
@@ -50,7 +56,7 @@ rig_run $B -- "$FP_CLIENT agent --log $D/agent </dev/null >>$D/agent.out 2>&1 & 
 expect "agent up" ntb_wait $B 10 "grep -q ready $D/agent"
 expect "DMA_LAYOUT of an unknown device: ENOENT" fp_client $B dma-layout --id 99 --expect ENOENT
 expect "DMA_LAYOUT of a device nobody borrows: ENODATA" fp_client $B dma-layout --id 7 --expect ENODATA
-rig_run $B -- "$FP_CLIENT vfio-dma $U --id 7 --dir $D </dev/null >$D/user 2>&1 & echo \$! >$D/user.pid"
+rig_run $B -- "$FP_CLIENT vfio-dma $U --id 7 --dir $D --edu-seed 5 </dev/null >$D/user 2>&1 & echo \$! >$D/user.pid"
 step() { rig_run $B -- "touch $D/go$1"; }
 user() { rig_run $B -- "cat $D/user"; }
 
@@ -83,11 +89,13 @@ expect_eq "unmap done, 512 pages left pinned (DMA_LAYOUT)" "$(rig_run $B -- "gre
 expect_eq "counters: pinned_pages" "$(fp_counter $B pinned_pages)" 512
 expect "lender: stamp the high buffer's old offset (seed 4)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off1" --size "$size1" --seed 4
 expect "lender: stamp slot 0 again (seed 3)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off0" --size "$size0" --seed 3
+expect "lender: edu DMAs pattern 5 to GPA $((gpa0 + 0x1000)) (its VFIO container maps it onto the window at slot 0's offset)" \
+	fp_client lender edu-dma $EDU_ADDR --ntb $LNTB --mw 1 --iova $((gpa0 + 0x1000)) --win-offset $((off0 + 0x1000)) --seed 5
 step 2
 expect "the VFIO user cleared bus master" ntb_wait $B 60 "grep -q '^bus_master_off' $D/user"
 user
-expect_eq "the low buffer got the new stamps, the unmapped one none" "$(rig_run $B -- "grep '^after_unmap' $D/user")" \
-	"after_unmap low_seed3=512 high_seed2=512 high_seed4=0"
+expect_eq "the low buffer got the new stamps (page 1 edu's DMA), the unmapped one none" \
+	"$(rig_run $B -- "grep '^after_unmap' $D/user")" "after_unmap low_seed3=511 high_seed2=512 high_seed4=0 edu_page1=1"
 
 echo "# (d) bus master off: RETURN, nothing pinned"
 expect_eq "bus master off; DMA_LAYOUT then: ENODATA" "$(rig_run $B -- "grep '^bus_master_off' $D/user")" "bus_master_off=ok layout_after=ENODATA"
@@ -104,10 +112,6 @@ echo "# (e) BAR region and interrupts"
 T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
 U8=8f7c3ab0-5c6e-4e41-9d3e-0000000000d8
 SLOT=0x100000      # edu's BAR0 is 1 MiB: a slot aligned to its size
-rig_run lender -- "set -e; modprobe vfio-pci
-echo vfio-pci > /sys/bus/pci/devices/$EDU_ADDR/driver_override
-echo $EDU_ADDR > /sys/bus/pci/drivers_probe
-test \"\$(basename \$(readlink /sys/bus/pci/devices/$EDU_ADDR/driver))\" = vfio-pci"
 expect "lender: BAR_MAP edu's BAR0 at $SLOT of the BAR window" \
 	fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 --offset $SLOT --size 0x100000
 fp_client $B announce --id 8 --lender lender --ntb "$NTB" --bar0 0x100000 --bar0-win $SLOT --irq-slot 1
