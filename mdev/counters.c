@@ -59,8 +59,8 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_UPCALL_SET_IRQS]	= "upcalls_set_irqs",
 	[FP_C_BAR_TRAPPED_MSIX]	= "bar_trapped_msix",
 	[FP_C_BAR_TRAPPED]	= "bar_trapped_other",
-	[FP_C_IRQS_SIGNALLED]	= "irq_signalled",
-	[FP_C_IRQS_DROPPED]	= "irq_no_eventfd",
+	[FP_C_IRQ_SIGNALLED]	= "irq_signalled",
+	[FP_C_IRQ_NO_EVENTFD]	= "irq_no_eventfd",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

@@ -56,8 +56,8 @@ enum fp_counter {
 	FP_C_UPCALL_SET_IRQS,	/* E SET_IRQS upcalls */
 	FP_C_BAR_TRAPPED_MSIX,	/* E trapped BAR accesses to MSI-X table/PBA pages */
 	FP_C_BAR_TRAPPED,	/* E trapped BAR accesses elsewhere (none expected: those are mmapped) */
-	FP_C_IRQS_SIGNALLED,	/* E bridged interrupts signalled to the VFIO user */
-	FP_C_IRQS_DROPPED,	/* E bridged interrupts of a vector with no eventfd */
+	FP_C_IRQ_SIGNALLED,	/* E bridged interrupts signalled to the VFIO user */
+	FP_C_IRQ_NO_EVENTFD,	/* E bridged interrupts of a vector with no eventfd */
 	FP_C_NR
 };
 

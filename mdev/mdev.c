@@ -443,7 +443,7 @@ static void fp_irq_deliver(void *ctx, u32 vector)
 		signalled = true;
 	}
 	spin_unlock_irqrestore(&fm->irq_lock, flags);
-	fp_count(signalled ? FP_C_IRQS_SIGNALLED : FP_C_IRQS_DROPPED, 1);
+	fp_count(signalled ? FP_C_IRQ_SIGNALLED : FP_C_IRQ_NO_EVENTFD, 1);
 }
 
 /* Swap in a new trigger table (NULL: none) for @index; the old one's eventfds are released. */
@@ -675,8 +675,8 @@ static int fp_bar_traps(struct fp_mdev *fm, u32 index, u64 bar_size, struct fp_s
 	for (i = 0; i < 2; i++) {
 		u32 v = le32_to_cpu(reg[i]);
 
-		if ((v & PCI_MSIX_TABLE_BIR) != index)
-			continue;
+		if ((v & PCI_MSIX_TABLE_BIR) != index || (v & PCI_MSIX_TABLE_OFFSET) >= bar_size)
+			continue;	/* elsewhere, or outside the BAR (QEMU traps nothing there) */
 		len = i ? DIV_ROUND_UP(entries, 64) * 8 : entries * PCI_MSIX_ENTRY_SIZE;
 		sp[n].start = round_down(v & PCI_MSIX_TABLE_OFFSET, PAGE_SIZE);
 		sp[n].end = min(round_up((u64)(v & PCI_MSIX_TABLE_OFFSET) + len, PAGE_SIZE), bar_size);
