@@ -840,13 +840,16 @@ int run_vfio_dma(const Args &a, int fd)
 	uint32_t cmd = 0;
 	if (int err = cfg.read(4, 2, cmd))
 		return finish(a, err, "command");
+	double t0 = now_ms();
 	if (int err = cfg.write(4, 2, cmd | 0x6))
 		return finish(a, err, "bus master on (BORROW)");
+	double bm_ms = now_ms() - t0;
 
 	farpass_dma_layout l;
 	if (int err = dma_layout(fd, id, l))
 		return finish(a, err, "DMA_LAYOUT");
-	std::printf("layout nr=%u pinned=%llu", l.nr_slots, static_cast<unsigned long long>(l.pages_pinned));
+	std::printf("layout nr=%u pinned=%llu bm_on_ms=%.0f", l.nr_slots, static_cast<unsigned long long>(l.pages_pinned),
+		    bm_ms);
 	for (uint32_t i = 0; i < l.nr_slots && i < FARPASS_DMA_SLOTS; i++)
 		std::printf(" slot%u=%#llx:%#llx:%#llx", i, static_cast<unsigned long long>(l.slots[i].gpa),
 			    static_cast<unsigned long long>(l.slots[i].size), static_cast<unsigned long long>(l.slots[i].offset));
