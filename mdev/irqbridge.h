@@ -33,7 +33,10 @@ void fp_irq_link_exit(struct fp_link *link);	/* remove, no doorbell left: unhook
 /* The NTB's doorbell handler saw FP_DB_IRQ (hard-irq context). */
 void fp_irq_db_event(struct fp_link *link);
 
-/* Borrower: route slot @slot's deliveries to @fn(@ctx, vector). -EBUSY if attached, -EINVAL slot. */
+/*
+ * Borrower: route slot @slot's deliveries to @fn(@ctx, vector), called in hard-irq context under the
+ * link's consumer lock. -EBUSY if attached, -EINVAL slot, -EOPNOTSUPP the link has no data path.
+ */
 int fp_irq_attach(struct fp_link *link, u32 slot, fp_irq_deliver_fn fn, void *ctx);
 /* After it returns no call of the old target runs or will run. Never call from a target. */
 void fp_irq_detach(struct fp_link *link, u32 slot);

@@ -321,9 +321,7 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_db_clear(ntb, db_mask);
 	link->dbg_dir = debugfs_create_dir(link->name, fp_debugfs_root);
 	/* The inbound windows and the mailbox memory exist before the peer can see the link. */
-	ret = fp_xwin_setup(link);
-	if (ret)
-		goto err_debugfs;
+	fp_xwin_setup(link);
 	ret = fp_irq_link_init(link);
 	if (ret)
 		goto err_xwin;
@@ -358,7 +356,6 @@ err_irq:
 	fp_irq_link_exit(link);
 err_xwin:
 	fp_xwin_teardown(link);
-err_debugfs:
 	debugfs_remove_recursive(link->dbg_dir);
 	kfree(link);
 	return ret;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * xwin.c - a link's two inbound windows: one IOVA range per window reserved in the NTB's IOMMU domain,
- * the window's inbound translation pointed at it once, and IOMMU mappings inside it (xwin.h).
+ * xwin.c - a link's two inbound windows: one IOVA range per window reserved in the NTB's IOMMU domain
+ * at probe, the window's inbound translation pointed at it at link up, and IOMMU mappings inside it
+ * (xwin.h).
  *
  * Why a reserved range and not dma_map_resource() per mapping: the offsets inside a window are fixed
  * by the protocol (BAR slots, the mailbox tails, the DMA layout), a window has one translation, and
@@ -131,19 +132,19 @@ static void fp_xwin_release(struct fp_link *link, int mw)
 	xw->size = 0;
 }
 
-int fp_xwin_setup(struct fp_link *link)
+void fp_xwin_setup(struct fp_link *link)
 {
 	struct iommu_domain *domain = iommu_get_domain_for_dev(fp_xwin_dev(link));
 	int mw, ret;
 
 	if (!domain || !(domain->type & __IOMMU_DOMAIN_DMA_API)) {
 		dev_info(&link->ntb->dev, "no IOMMU DMA domain: no data path on this link\n");
-		return 0;
+		return;
 	}
 	if (ntb_mw_count(link->ntb, 0) < FP_XWIN_NR || ntb_peer_mw_count(link->ntb) < FP_XWIN_NR) {
 		dev_info(&link->ntb->dev, "fewer than %d memory windows: no data path on this link\n",
 			 FP_XWIN_NR);
-		return 0;
+		return;
 	}
 	link->xwin_domain = domain;
 	for (mw = 0; mw < FP_XWIN_NR; mw++) {
@@ -154,13 +155,13 @@ int fp_xwin_setup(struct fp_link *link)
 			goto out_release;
 		}
 	}
-	return 0;
+	return;
 
 out_release:
+	/* The control path and the rest of farpass still work. */
 	while (mw--)
 		fp_xwin_release(link, mw);
 	link->xwin_domain = NULL;
-	return 0;	/* the control path and the rest of farpass still work */
 }
 
 void fp_xwin_teardown(struct fp_link *link)

@@ -47,8 +47,8 @@ struct fp_xwin {
 	atomic64_t mapped;	/* bytes mapped by fp_xwin_map() now (the counters' gauge) */
 };
 
-/* Probe: reserve both ranges. 0 also when there is no IOMMU (no data path). */
-int fp_xwin_setup(struct fp_link *link);
+/* Probe: reserve both ranges, or leave the link without data path (logged). */
+void fp_xwin_setup(struct fp_link *link);
 /* Link up (link->ctrl_lock): set both inbound translations. */
 void fp_xwin_link_up(struct fp_link *link);
 /* Remove: inbound translations off, every mapping gone (IOTLB flushed), ranges released. */
