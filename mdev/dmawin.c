@@ -309,10 +309,25 @@ void fp_dmawin_destroy(struct fp_dmawin *w)
 	kfree(w);
 }
 
+/* Map pages [from, to) of slot @i again after a cut; if that fails, they go (unreachable anyway). */
+static void fp_run_remap(struct fp_dmawin *w, int i, u64 from, u64 to)
+{
+	int ret;
+
+	if (from >= to)
+		return;
+	ret = fp_run_map(w, i, from, to);
+	if (!ret)
+		return;
+	fp_unpin(w, i, from, to);
+	pr_err_ratelimited(FP_NAME ": device %u: re-mapping guest pages after an unmap: %pe\n", w->device_id,
+			   ERR_PTR(ret));
+}
+
 void fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
 {
 	u64 a, b, rs, re, next;
-	int i, ret;
+	int i;
 
 	for (i = 0; i < w->layout.nr; i++) {
 		const struct fp_win_slot *s = &w->layout.slots[i];
@@ -329,16 +344,8 @@ void fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
 			/* The whole run goes (a large IOMMU page cannot be cut), the pages outside come back. */
 			fp_run_unmap(w, i, rs, re);
 			fp_unpin(w, i, max(rs, a), min(re, b));
-			if (rs < a && (ret = fp_run_map(w, i, rs, a))) {
-				fp_unpin(w, i, rs, a);
-				pr_err_ratelimited(FP_NAME ": device %u: re-mapping guest pages after an unmap: %pe\n",
-						   w->device_id, ERR_PTR(ret));
-			}
-			if (b < re && (ret = fp_run_map(w, i, b, re))) {
-				fp_unpin(w, i, b, re);
-				pr_err_ratelimited(FP_NAME ": device %u: re-mapping guest pages after an unmap: %pe\n",
-						   w->device_id, ERR_PTR(ret));
-			}
+			fp_run_remap(w, i, rs, min(re, a));
+			fp_run_remap(w, i, max(rs, b), re);
 		}
 	}
 }

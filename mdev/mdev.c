@@ -68,15 +68,15 @@ struct fp_mdev {
 	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
 	struct fp_vcfg vcfg;
 
-	struct mutex dma_lock;
+	struct mutex dma_lock;		/* dmawin and its pages */
 	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
 
-	spinlock_t irq_lock;
+	spinlock_t irq_lock;		/* the MSI/MSI-X triggers; irqsave (hard-irq delivery) */
 	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
 	u32 irq_count;			/* vectors enabled; as irq_index */
 	struct eventfd_ctx **irq_trig;	/* irq_count triggers, NULL = none; as irq_index */
 
-	struct mutex bar_lock;
+	struct mutex bar_lock;		/* bar_io */
 	void __iomem *bar_io[FARPASS_NUM_BARS];	/* trapped BAR accesses; bar_lock, unmapped at close */
 };
 
@@ -960,7 +960,8 @@ static int fp_vfio_region_info(struct fp_mdev *fm, unsigned long arg)
 	if (info.index == VFIO_PCI_CONFIG_REGION_INDEX) {
 		info.size = FP_CFG_REGION_SIZE;
 		info.flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
-	} else if ((b = fp_bar_mapped(fm, info.index))) {
+	} else if (fp_bar_mapped(fm, info.index)) {
+		b = fp_bar_mapped(fm, info.index);
 		info.size = b->size;
 		info.flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE |
 			     VFIO_REGION_INFO_FLAG_MMAP;

@@ -28,10 +28,11 @@
 //                  --split: map the window's first two pages, unmap the first, and print the first
 //                  words of the remaining page and of pages 0 and 1 mapped alone: "split=X page0=Y page1=Z")
 //   farpass-client vfio-dma UUID --id N --dir DIR           (the borrower's DMA window, as QEMU would: two
-//                  2 MiB zeroed buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB, bus master on
+//                  2 MiB zeroed buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB (the latter in two
+//                  1 MiB mappings), bus master on
 //                  (BORROW), DMA_LAYOUT printed ("layout ..."); then, each step after DIR/goN appears
 //                  (at most 300 s): go1 count the pages holding window-stamp's words (seeds 1 and 2),
-//                  VFIO_IOMMU_UNMAP_DMA the high buffer; go2 count again (seed 3 low, still 2 high) and
+//                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (seed 3 low, still 2 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P")
@@ -822,15 +823,22 @@ int run_vfio_dma(const Args &a, int fd)
 	if (int err = vfio_open(a.positional[0], v, what))
 		return finish(a, err, what);
 	auto *lo = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-	auto *hi = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-	if (lo == MAP_FAILED || hi == MAP_FAILED)
+	// The high buffer 2 MiB aligned and a huge page if THP allows: physically contiguous, so the
+	// kernel maps it as one run, which the unmap of its upper half must cut.
+	auto *hi_map = static_cast<uint8_t *>(mmap(nullptr, 2 * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (lo == MAP_FAILED || hi_map == MAP_FAILED)
 		return finish(a, errno, "buffers");
+	auto *hi = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(hi_map) + size - 1) & ~(size - 1));
+	madvise(hi, size, MADV_HUGEPAGE);
 	std::memset(lo, 0, size);
 	std::memset(hi, 0, size);
 	if (int err = vfio_dma_map(v.container, lo, iova_lo, size, false))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA low");
-	if (int err = vfio_dma_map(v.container, hi, iova_hi, size, false))
-		return finish(a, err, "VFIO_IOMMU_MAP_DMA high");
+	// The high buffer in two mappings, as QEMU maps adjacent RAM sections: one guest RAM range.
+	if (int err = vfio_dma_map(v.container, hi, iova_hi, size / 2, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, lower half");
+	if (int err = vfio_dma_map(v.container, hi + size / 2, iova_hi + size / 2, size / 2, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, upper half");
 	vfio_region_info ri{};
 	ri.argsz = sizeof(ri);
 	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
@@ -848,8 +856,16 @@ int run_vfio_dma(const Args &a, int fd)
 	farpass_dma_layout l;
 	if (int err = dma_layout(fd, id, l))
 		return finish(a, err, "DMA_LAYOUT");
-	std::printf("layout nr=%u pinned=%llu bm_on_ms=%.0f", l.nr_slots, static_cast<unsigned long long>(l.pages_pinned),
-		    bm_ms);
+	std::string thp = "?";
+	if (FILE *f = std::fopen("/proc/self/smaps_rollup", "r")) {
+		char line[128];
+		while (std::fgets(line, sizeof(line), f))
+			if (!std::strncmp(line, "AnonHugePages:", 14))
+				thp = std::to_string(std::strtoull(line + 14, nullptr, 10)) + "kB";
+		std::fclose(f);
+	}
+	std::printf("layout nr=%u pinned=%llu bm_on_ms=%.0f thp=%s", l.nr_slots,
+		    static_cast<unsigned long long>(l.pages_pinned), bm_ms, thp.c_str());
 	for (uint32_t i = 0; i < l.nr_slots && i < FARPASS_DMA_SLOTS; i++)
 		std::printf(" slot%u=%#llx:%#llx:%#llx", i, static_cast<unsigned long long>(l.slots[i].gpa),
 			    static_cast<unsigned long long>(l.slots[i].size), static_cast<unsigned long long>(l.slots[i].offset));
@@ -860,10 +876,10 @@ int run_vfio_dma(const Args &a, int fd)
 		return finish(a, ETIMEDOUT, "go1");
 	std::printf("found low=%llu high=%llu\n", static_cast<unsigned long long>(stamped_pages(lo, size, 1)),
 		    static_cast<unsigned long long>(stamped_pages(hi, size, 2)));
-	int uerr = vfio_dma_map(v.container, nullptr, iova_hi, size, true);
+	int uerr = vfio_dma_map(v.container, nullptr, iova_hi + size / 2, size / 2, true);
 	int lerr = dma_layout(fd, id, l);
-	std::printf("unmapped high=%s pinned=%llu (%s)\n", ename(uerr), static_cast<unsigned long long>(l.pages_pinned),
-		    ename(lerr));
+	std::printf("unmapped high_upper=%s pinned=%llu (%s)\n", ename(uerr),
+		    static_cast<unsigned long long>(l.pages_pinned), ename(lerr));
 	std::fflush(stdout);
 
 	if (!wait_file(dir + "/go2"))

@@ -1,14 +1,16 @@
 #!/bin/bash
 # The borrower's DMA window for real: farpass.ko on the lender and on borrower1; on the borrower
 # farpass-client announces a fake device, serves upcalls as the agent, and opens the mdev as QEMU
-# would (type1 container, two zeroed 2 MiB buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB).
+# would (type1 container, two zeroed 2 MiB buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB, the
+# latter in two 1 MiB mappings as QEMU maps adjacent RAM sections: one guest RAM range).
 #  (a) bus master on: the DMA window is built before BORROW (ramscan finds exactly the two buffers,
 #      every page pinned: DMA_LAYOUT and the pinned_pages counter say 1024), BORROW answered 0;
 #  (b) the lender writes a stamp on every page of both slots through its outbound window FARPASS_MW_DMA
 #      (OUTBOUND_WINDOW + mmap at each slot's offset): the borrower finds every stamp in its buffers
 #      (bytes through the NTB and the borrower's IOMMU, at the offsets DMA_LAYOUT gave);
-#  (c) VFIO_IOMMU_UNMAP_DMA of the high buffer (.dma_unmap): its 512 pages are unmapped and unpinned
-#      before the ioctl returns; a lender write to its old offset no longer lands, one to the low slot
+#  (c) VFIO_IOMMU_UNMAP_DMA of the high buffer's upper half (.dma_unmap): its 256 pages are unmapped
+#      and unpinned before the ioctl returns, the lower half of that slot stays reachable (a mapping
+#      run it cut is re-mapped); a lender write to the upper half no longer lands, one to the low slot
 #      still does, and so does a device's DMA: QEMU's edu on the lender, its VFIO container mapping
 #      GPA = IOVA onto the outbound window at the slot's offset (what the lender's agent will do),
 #      DMAs a 4 KiB pattern into the low buffer's page 1 (lender IOMMU -> NTB -> borrower IOMMU);
@@ -74,33 +76,37 @@ expect "slot offsets keep the GPA modulo 2 MiB and do not overlap" \
 	test $((off0 % 0x200000)) -eq $((gpa0 % 0x200000)) -a $((off1 % 0x200000)) -eq 0 -a $((off0 + size0)) -le $((off1))
 expect_eq "counters: pinned_pages" "$(fp_counter $B pinned_pages)" 1024
 expect_eq "counters: dma_windows" "$(fp_counter $B dma_windows)" 1
+RING=65536         # the interrupt mailbox's ring area, mapped in every DMA window
+expect_eq "counters: bytes mapped in the DMA window: the ring and every pinned page" "$(fp_counter $B xwin_dma_bytes)" $((RING + 1024 * 4096))
 expect "the agent saw BORROW" rig_run $B -- "grep -q '^BORROW 7' $D/agent"
 
 echo "# (b) the lender writes through its outbound window into both buffers"
 expect "lender: stamp slot 0 (seed 1)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off0" --size "$size0" --seed 1
 expect "lender: stamp slot 1 (seed 2)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off1" --size "$size1" --seed 2
 step 1
-expect "the VFIO user unmapped the high buffer" ntb_wait $B 60 "grep -q '^unmapped' $D/user"
+expect "the VFIO user unmapped the high buffer's upper half" ntb_wait $B 60 "grep -q '^unmapped' $D/user"
 user
 expect_eq "borrower: every page of both buffers got its stamp" "$(rig_run $B -- "grep '^found' $D/user")" "found low=512 high=512"
 
-echo "# (c) VFIO_IOMMU_UNMAP_DMA of the high buffer"
-expect_eq "unmap done, 512 pages left pinned (DMA_LAYOUT)" "$(rig_run $B -- "grep '^unmapped' $D/user")" "unmapped high=ok pinned=512 (ok)"
-expect_eq "counters: pinned_pages" "$(fp_counter $B pinned_pages)" 512
-expect "lender: stamp the high buffer's old offset (seed 4)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off1" --size "$size1" --seed 4
+echo "# (c) VFIO_IOMMU_UNMAP_DMA of the high buffer's upper half"
+expect_eq "unmap done, 768 pages left pinned (DMA_LAYOUT)" "$(rig_run $B -- "grep '^unmapped' $D/user")" "unmapped high_upper=ok pinned=768 (ok)"
+expect_eq "counters: pinned_pages" "$(fp_counter $B pinned_pages)" 768
+expect_eq "counters: exactly the 768 pinned pages stay mapped (cut runs re-mapped)" "$(fp_counter $B xwin_dma_bytes)" $((RING + 768 * 4096))
+expect "lender: stamp all of slot 1 (seed 4)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off1" --size "$size1" --seed 4
 expect "lender: stamp slot 0 again (seed 3)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off0" --size "$size0" --seed 3
 expect "lender: edu DMAs pattern 5 to GPA $((gpa0 + 0x1000)) (its VFIO container maps it onto the window at slot 0's offset)" \
 	fp_client lender edu-dma $EDU_ADDR --ntb $LNTB --mw 1 --iova $((gpa0 + 0x1000)) --win-offset $((off0 + 0x1000)) --seed 5
 step 2
 expect "the VFIO user cleared bus master" ntb_wait $B 60 "grep -q '^bus_master_off' $D/user"
 user
-expect_eq "the low buffer got the new stamps (page 1 edu's DMA), the unmapped one none" \
-	"$(rig_run $B -- "grep '^after_unmap' $D/user")" "after_unmap low_seed3=511 high_seed2=512 high_seed4=0 edu_page1=1"
+expect_eq "new stamps in the low buffer (page 1: edu's DMA) and the high one's lower half, none in its upper" \
+	"$(rig_run $B -- "grep '^after_unmap' $D/user")" "after_unmap low_seed3=511 high_seed2=256 high_seed4=256 edu_page1=1"
 
 echo "# (d) bus master off: RETURN, nothing pinned"
 expect_eq "bus master off; DMA_LAYOUT then: ENODATA" "$(rig_run $B -- "grep '^bus_master_off' $D/user")" "bus_master_off=ok layout_after=ENODATA"
 expect "the agent saw RETURN after BORROW" rig_run $B -- "grep -oE '^(BORROW|RETURN)' $D/agent | tr '\n' ' ' | grep -qx 'BORROW RETURN '"
 expect_eq "counters: pinned_pages, dma_windows" "$(fp_counter $B pinned_pages)/$(fp_counter $B dma_windows)" 0/0
+expect_eq "counters: only the ring left mapped in the DMA window" "$(fp_counter $B xwin_dma_bytes)" $RING
 expect "counters: dma_unmap callbacks >= 1" test "$(fp_counter $B dma_unmap)" -ge 1
 step 3
 expect "the VFIO user closed the device" ntb_wait $B 30 "grep -q '^ok' $D/user"
