@@ -27,12 +27,12 @@
 //                  "sigbus" and exits 3 if that faults, as after the NTB left farpass;
 //                  --split: map the window's first two pages, unmap the first, and print the first
 //                  words of the remaining page and of pages 0 and 1 mapped alone: "split=X page0=Y page1=Z")
-//   farpass-client vfio-dma UUID --id N --dir DIR           (the borrower's DMA window, as QEMU would: two
+//   farpass-client vfio-dma UUID --id N --dir DIR [--seed-base B]  (the borrower's DMA window, as QEMU would: two
 //                  2 MiB zeroed buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB (the latter in two
 //                  1 MiB mappings), bus master on
 //                  (BORROW), DMA_LAYOUT printed ("layout ..."); then, each step after DIR/goN appears
-//                  (at most 300 s): go1 count the pages holding window-stamp's words (seeds 1 and 2),
-//                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (seed 3 low, still 2 high) and
+//                  (at most 300 s): go1 count the pages holding window-stamp's words (seeds B+1, B+2),
+//                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P")
@@ -817,6 +817,7 @@ int run_vfio_dma(const Args &a, int fd)
 		return 2;
 	const std::string dir = a.str("dir");
 	const uint32_t id = static_cast<uint32_t>(a.num("id", 1));
+	const unsigned sb = static_cast<unsigned>(a.num("seed-base", 0));
 	constexpr uint64_t size = 2ull << 20, iova_lo = 1ull << 20, iova_hi = 4ull << 30;
 	Vfio v;
 	std::string what;
@@ -874,8 +875,8 @@ int run_vfio_dma(const Args &a, int fd)
 
 	if (!wait_file(dir + "/go1"))
 		return finish(a, ETIMEDOUT, "go1");
-	std::printf("found low=%llu high=%llu\n", static_cast<unsigned long long>(stamped_pages(lo, size, 1)),
-		    static_cast<unsigned long long>(stamped_pages(hi, size, 2)));
+	std::printf("found low=%llu high=%llu\n", static_cast<unsigned long long>(stamped_pages(lo, size, sb + 1)),
+		    static_cast<unsigned long long>(stamped_pages(hi, size, sb + 2)));
 	int uerr = vfio_dma_map(v.container, nullptr, iova_hi + size / 2, size / 2, true);
 	int lerr = dma_layout(fd, id, l);
 	std::printf("unmapped high_upper=%s pinned=%llu (%s)\n", ename(uerr),
@@ -887,9 +888,9 @@ int run_vfio_dma(const Args &a, int fd)
 	// --edu-seed S: the lender's edu DMAed edu-dma's pattern S into the low buffer's page 1.
 	const auto edu = edu_pattern(static_cast<unsigned>(a.num("edu-seed", 0)));
 	std::printf("after_unmap low_seed3=%llu high_seed2=%llu high_seed4=%llu edu_page1=%d\n",
-		    static_cast<unsigned long long>(stamped_pages(lo, size, 3)),
-		    static_cast<unsigned long long>(stamped_pages(hi, size, 2)),
-		    static_cast<unsigned long long>(stamped_pages(hi, size, 4)),
+		    static_cast<unsigned long long>(stamped_pages(lo, size, sb + 3)),
+		    static_cast<unsigned long long>(stamped_pages(hi, size, sb + 2)),
+		    static_cast<unsigned long long>(stamped_pages(hi, size, sb + 4)),
 		    !std::memcmp(lo + stamp_page, edu.data(), edu.size()));
 	int off = cfg.write(4, 2, cmd & ~0x4u);
 	lerr = dma_layout(fd, id, l);

@@ -8,6 +8,10 @@
 #  (b) the lender writes a stamp on every page of both slots through its outbound window FARPASS_MW_DMA
 #      (OUTBOUND_WINDOW + mmap at each slot's offset): the borrower finds every stamp in its buffers
 #      (bytes through the NTB and the borrower's IOMMU, at the offsets DMA_LAYOUT gave);
+#  (b2) a second guest on the same link (device 9, its own container, the same GPAs) borrows meanwhile:
+#      its sub-window is the first free one, after device 7's; the lender's stamps to its slots reach
+#      its buffers and not device 7's (checked by 7 afterwards); it returns, the counters drop by its
+#      share;
 #  (c) VFIO_IOMMU_UNMAP_DMA of the high buffer's upper half (.dma_unmap): its 256 pages are unmapped
 #      and unpinned before the ioctl returns, the lower half of that slot stays reachable (a mapping
 #      run it cut is re-mapped); a lender write to the upper half no longer lands, one to the low slot
@@ -52,8 +56,12 @@ test \"\$(basename \$(readlink /sys/bus/pci/devices/$EDU_ADDR/driver))\" = vfio-
 expect "borrower: farpass link up" ntb_wait $B 60 "grep -qx 'link up' $FP_DBG/$NTB/link"
 expect "lender: farpass link up" ntb_wait lender 60 "grep -qx 'link up' $FP_DBG/$LNTB/link"
 
+T9=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-9
+U9=8f7c3ab0-5c6e-4e41-9d3e-0000000000d9
+D9=/tmp/dmawin9
 fp_client $B announce --id 7 --lender lender --ntb "$NTB" --bar0 0x4000
-rig_run $B -- "echo $U > $T/create; rm -rf $D; mkdir -p $D"
+fp_client $B announce --id 9 --lender lender --ntb "$NTB" --bar0 0x4000 --irq-slot 2
+rig_run $B -- "echo $U > $T/create; echo $U9 > $T9/create; rm -rf $D $D9; mkdir -p $D $D9"
 rig_run $B -- "$FP_CLIENT agent --log $D/agent </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
 expect "agent up" ntb_wait $B 10 "grep -q ready $D/agent"
 expect "DMA_LAYOUT of an unknown device: ENOENT" fp_client $B dma-layout --id 99 --expect ENOENT
@@ -83,6 +91,30 @@ expect "the agent saw BORROW" rig_run $B -- "grep -q '^BORROW 7' $D/agent"
 echo "# (b) the lender writes through its outbound window into both buffers"
 expect "lender: stamp slot 0 (seed 1)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off0" --size "$size0" --seed 1
 expect "lender: stamp slot 1 (seed 2)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off1" --size "$size1" --seed 2
+
+echo "# (b2) a second guest on the link"
+rig_run $B -- "$FP_CLIENT vfio-dma $U9 --id 9 --dir $D9 --seed-base 10 </dev/null >$D9/user 2>&1 &"
+expect "device 9's VFIO user printed its layout" ntb_wait $B 120 "grep -q '^layout' $D9/user || grep -q '^err' $D9/user"
+layout9=$(rig_run $B -- "grep '^layout' $D9/user")
+echo "$layout9"
+IFS=: read -r gpa90 size90 off90 <<<"$(sed -n "s/.* slot0=\([^ ]*\).*/\1/p" <<<"$layout9")"
+IFS=: read -r gpa91 size91 off91 <<<"$(sed -n "s/.* slot1=\([^ ]*\).*/\1/p" <<<"$layout9")"
+expect_eq "device 9: the same GPAs, 1024 pages" "$(sed -n 's/^layout \(nr=[0-9]* pinned=[0-9]*\).*/\1/p' <<<"$layout9") $gpa90 $gpa91" \
+	"nr=2 pinned=1024 0x100000 0x100000000"
+expect "device 9's sub-window follows device 7's (first fit), phases kept" \
+	test $((off90)) -ge $((off1 + size1)) -a $((off90 % 0x200000)) -eq $((gpa90 % 0x200000)) -a $((off91)) -ge $((off90 + size90))
+expect_eq "counters: two windows, 2048 pages" "$(fp_counter $B dma_windows)/$(fp_counter $B pinned_pages)" 2/2048
+expect "lender: stamp device 9's slot 0 (seed 11)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off90" --size "$size90" --seed 11
+expect "lender: stamp device 9's slot 1 (seed 12)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off91" --size "$size91" --seed 12
+rig_run $B -- "touch $D9/go1"
+expect "device 9's VFIO user checked its buffers" ntb_wait $B 60 "grep -q '^unmapped' $D9/user"
+expect_eq "device 9: every page of its buffers got its stamp" "$(rig_run $B -- "grep '^found' $D9/user")" "found low=512 high=512"
+rig_run $B -- "touch $D9/go2 $D9/go3"
+expect "device 9's VFIO user returned the device and closed it" ntb_wait $B 60 "grep -q '^ok' $D9/user"
+rig_run $B -- "cat $D9/user"
+expect "the agent saw BORROW 9, RETURN 9" rig_run $B -- "grep -oE '^(BORROW|RETURN) 9' $D/agent | tr '\n' ' ' | grep -qx 'BORROW 9 RETURN 9 '"
+expect_eq "counters: back to device 7's window" \
+	"$(fp_counter $B dma_windows)/$(fp_counter $B pinned_pages)/$(fp_counter $B xwin_dma_bytes)" "1/1024/$((RING + 1024 * 4096))"
 step 1
 expect "the VFIO user unmapped the high buffer's upper half" ntb_wait $B 60 "grep -q '^unmapped' $D/user"
 user
@@ -104,15 +136,16 @@ expect_eq "new stamps in the low buffer (page 1: edu's DMA) and the high one's l
 
 echo "# (d) bus master off: RETURN, nothing pinned"
 expect_eq "bus master off; DMA_LAYOUT then: ENODATA" "$(rig_run $B -- "grep '^bus_master_off' $D/user")" "bus_master_off=ok layout_after=ENODATA"
-expect "the agent saw RETURN after BORROW" rig_run $B -- "grep -oE '^(BORROW|RETURN)' $D/agent | tr '\n' ' ' | grep -qx 'BORROW RETURN '"
+expect "the agent saw RETURN after BORROW" rig_run $B -- "grep -oE '^(BORROW|RETURN) 7' $D/agent | tr '\n' ' ' | grep -qx 'BORROW 7 RETURN 7 '"
 expect_eq "counters: pinned_pages, dma_windows" "$(fp_counter $B pinned_pages)/$(fp_counter $B dma_windows)" 0/0
 expect_eq "counters: only the ring left mapped in the DMA window" "$(fp_counter $B xwin_dma_bytes)" $RING
 expect "counters: dma_unmap callbacks >= 1" test "$(fp_counter $B dma_unmap)" -ge 1
 step 3
 expect "the VFIO user closed the device" ntb_wait $B 30 "grep -q '^ok' $D/user"
 
-expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
+expect "remove the instances" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U/remove; echo 1 > /sys/bus/mdev/devices/$U9/remove"
 expect "withdraw" fp_client $B withdraw --id 7
+expect "withdraw" fp_client $B withdraw --id 9
 
 echo "# (e) BAR region and interrupts"
 T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
