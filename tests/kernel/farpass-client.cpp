@@ -872,7 +872,7 @@ struct AdminQueue {
 std::string hex_or_errno(int err, uint32_t v)
 {
 	char b[16];
-	std::snprintf(b, sizeof(b), "%#x", v);
+	std::snprintf(b, sizeof(b), "0x%x", v);
 	return err ? ename(err) : b;
 }
 
@@ -986,10 +986,12 @@ int run_nvme_identify(const Args &a)
 		const std::string file = a.str("hold-until");
 		if ((err = wait_until(600000, [&] { return access(file.c_str(), F_OK) ? EAGAIN : 0; })))
 			return finish(a, err, "waiting for " + file);
+		const uint32_t off = exp ? exp + 8 : 0;
 		uint32_t val = 0;
 		const double t1 = now_ms();
-		err = cfg.read(exp ? exp + 8 : 0, 4, val);
-		std::snprintf(d, sizeof(d), " held_cfg=%s held_cfg_ms=%.0f", hex_or_errno(err, val).c_str(), now_ms() - t1);
+		err = cfg.read(off, 4, val);
+		std::snprintf(d, sizeof(d), " held_off=%#x held_cfg=%s held_cfg_ms=%.0f", off, hex_or_errno(err, val).c_str(),
+			      now_ms() - t1);
 		detail += d;
 	}
 	// --return: bus master off, then CSTS; --reset: VFIO_DEVICE_RESET, then CSTS.
