@@ -27,6 +27,19 @@
 //                  "sigbus" and exits 3 if that faults, as after the NTB left farpass;
 //                  --split: map the window's first two pages, unmap the first, and print the first
 //                  words of the remaining page and of pages 0 and 1 mapped alone: "split=X page0=Y page1=Z")
+//   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
+//                  [--high X] [--timeout-ms N] [--no-mmap] [--hold-until FILE] [--return] [--reset]
+//                  (as QEMU and a guest's NVMe driver: type1 container, BAR0 mmapped where VFIO allows it
+//                  (sparse areas; --no-mmap: none, as QEMU's x-no-mmap) and pread/pwrite elsewhere, two
+//                  2 MiB buffers mapped at IOVA --low (1 MiB) and --high (4 GiB), memory space + bus
+//                  master, MSI-X enabled and vector 0 on an eventfd, the admin queues (SQ0 low, CQ0 high),
+//                  Identify Controller into the low buffer and Identify Namespace 1 into the high one,
+//                  each waited for on its completion and its interrupt; ok if both succeed, VID = the
+//                  config space's vendor, the model is "QEMU NVMe Ctrl...", NSZE = --nsze, irqs >= 2.
+//                  --hold-until: print "identified, holding: ..." and wait for FILE, then read PCIe Device
+//                  Control/Status (held_cfg); --return: bus master off, then CSTS (return_csts);
+//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). Every wait is bounded: --timeout-ms,
+//                  default 10000, counted in 1 ms polls.)
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
 //   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped]
 //                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
@@ -711,8 +724,9 @@ struct Bar {
 		int err = write32(reg, static_cast<uint32_t>(v));
 		return err ? err : write32(reg + 4, static_cast<uint32_t>(v >> 32));
 	}
-	// GET_REGION_INFO of INDEX (again with the size it asks for when it has capabilities), then the mmaps.
-	int map(int fd, uint32_t index, std::string &what)
+	// GET_REGION_INFO of INDEX (again with the size it asks for when it has capabilities), then the mmaps
+	// unless no_mmap.
+	int map(int fd, uint32_t index, bool no_mmap, std::string &what)
 	{
 		dev = fd;
 		std::vector<uint8_t> buf(sizeof(vfio_region_info));
@@ -746,7 +760,7 @@ struct Bar {
 			}
 			at = hdr->next;
 		}
-		if (!(ri->flags & VFIO_REGION_INFO_FLAG_MMAP))
+		if (no_mmap || !(ri->flags & VFIO_REGION_INFO_FLAG_MMAP))
 			mmappable.clear();
 		else if (!sparse)
 			mmappable.emplace_back(0, size);
@@ -904,7 +918,7 @@ int run_nvme_identify(const Args &a)
 		return finish(a, errno, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ri.offset};
 	Bar bar;
-	if (int err = bar.map(v.dev, VFIO_PCI_BAR0_REGION_INDEX, what))
+	if (int err = bar.map(v.dev, VFIO_PCI_BAR0_REGION_INDEX, a.has("no-mmap"), what))
 		return finish(a, err, what);
 	vfio_irq_info ii{};
 	ii.argsz = sizeof(ii);
@@ -1121,7 +1135,7 @@ int main(int argc, char **argv)
 		if (s.starts_with("--")) {
 			std::string key(s.substr(2));
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
-			    key == "return" || key == "reset")
+			    key == "return" || key == "reset" || key == "no-mmap")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];

@@ -42,8 +42,8 @@ fp_types() {
 	rig_run "$1" -- "ls /sys/class/mdev_bus/$(ntb_pci "$1" "${2:-1}")/mdev_supported_types 2>/dev/null | sort"
 }
 
-# fp_field LINE NAME: the value of NAME=VALUE in a farpass-client output line.
-fp_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
+# fp_field OUT NAME: the value of NAME=VALUE in farpass-client's output (its last line that has one).
+fp_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1" | tail -n1; }
 
 # fp_expect_identify OUT NSZE: the checks on the result line ("ok nvme ...") of farpass-client
 # nvme-identify, the same for a local vfio-pci NVMe and a borrowed one: both commands completed with

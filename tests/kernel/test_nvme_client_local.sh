@@ -12,6 +12,8 @@
 #  (e) bus master off leaves the controller reachable; VFIO_DEVICE_RESET then resets it (CSTS.RDY 0);
 #  (f) --hold-until (the draft's pause before the return) then reads the PCIe Device Control/Status
 #      through the config region: a real value here, where a dead borrower's agent gives all-ones.
+#  (g) BAR0 mmapped whole (vfio-pci: no sparse areas), or with --no-mmap (QEMU's x-no-mmap) only through
+#      pread/pwrite of the region, as on an mdev that offers no mmap: the same results.
 # Prints how long the client's run (open, bring-up, two identifies, return, reset) takes, timed on L0.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -51,3 +53,9 @@ csts=$(fp_field "$out" reset_csts)
 expect "(e) ... reset the controller: CSTS $csts, RDY 0" test "${csts:0:2}" = 0x -a "$csts" != 0xffffffff -a $((csts & 1)) = 0
 held=$(fp_field "$out" held_cfg)
 expect "(f) PCIe Device Control/Status after the hold: $held, not all-ones" test "${held:0:2}" = 0x -a "$held" != 0xffffffff
+expect_eq "(g) BAR0 mmapped whole" "$(fp_field "$out" mmap)" "1:0+$(fp_field "$out" bar0)"
+echo "# (g) --no-mmap"
+out=$(rig_run lender --timeout 120 -- "$identify --nsze $nsze --no-mmap")
+echo "$out"
+fp_expect_identify "$out" "$nsze"
+expect_eq "(g) nothing mmapped" "$(fp_field "$out" mmap)" 0
