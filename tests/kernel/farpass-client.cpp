@@ -153,7 +153,8 @@ int vfio_open_group(const std::string &gpath, const std::string &name, Vfio &v, 
 		return what = "group not viable", errno ? errno : EINVAL;
 	if (ioctl(v.group, VFIO_GROUP_SET_CONTAINER, &v.container))
 		return what = "VFIO_GROUP_SET_CONTAINER", errno;
-	int type = ioctl(v.container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) > 0 ? VFIO_TYPE1v2_IOMMU : VFIO_TYPE1_IOMMU;
+	int type = ioctl(v.container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) > 0 ? VFIO_TYPE1v2_IOMMU
+									    : VFIO_TYPE1_IOMMU;
 	if (ioctl(v.container, VFIO_SET_IOMMU, type))
 		return what = "VFIO_SET_IOMMU", errno;
 	if ((v.dev = ioctl(v.group, VFIO_GROUP_GET_DEVICE_FD, name.c_str())) < 0)
@@ -868,12 +869,15 @@ struct AdminQueue {
 		uint32_t dw3 = cqe[3];
 		status = static_cast<uint16_t>(dw3 >> 17);
 		if ((dw3 & 0xffff) != cid)
-			return what = "completion for command " + std::to_string(dw3 & 0xffff) + ", not " + std::to_string(cid), EIO;
+			return what = "completion for command " + std::to_string(dw3 & 0xffff) + ", not " +
+				      std::to_string(cid),
+			       EIO;
 		pollfd p{efd, POLLIN, 0};
 		int n = poll(&p, 1, static_cast<int>(timeout_ms));
 		uint64_t count = 0;
 		if (n <= 0 || ::read(efd, &count, sizeof(count)) != sizeof(count))
-			return what = "MSI-X vector 0 eventfd after command " + std::to_string(cid), n < 0 ? errno : ETIMEDOUT;
+			return what = "MSI-X vector 0 eventfd after command " + std::to_string(cid),
+			       n < 0 ? errno : ETIMEDOUT;
 		irqs += count;
 		if (++cq_head == entries)
 			cq_head = 0, phase ^= 1;
@@ -926,7 +930,8 @@ int run_nvme_identify(const Args &a)
 	if (ioctl(v.dev, VFIO_DEVICE_GET_IRQ_INFO, &ii))
 		return finish(a, errno, "GET_IRQ_INFO MSI-X");
 	if (!ii.count || !(ii.flags & VFIO_IRQ_INFO_EVENTFD))
-		return finish(a, ENOTSUP, "MSI-X: " + std::to_string(ii.count) + " vectors, flags " + std::to_string(ii.flags));
+		return finish(a, ENOTSUP,
+			      "MSI-X: " + std::to_string(ii.count) + " vectors, flags " + std::to_string(ii.flags));
 
 	DmaBuf low, high;
 	if (int err = low.map(v.container, a.num("low", 0x100000)))
