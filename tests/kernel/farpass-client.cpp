@@ -45,6 +45,19 @@
 //                  page (and with --trap0 of word 0); IRQ info; SET_IRQS MSI-X around a
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
+//   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
+//                  [--high X] [--timeout-ms N] [--no-mmap] [--hold-until FILE] [--return] [--reset]
+//                  (as QEMU and a guest's NVMe driver: type1 container, BAR0 mmapped where VFIO allows it
+//                  (sparse areas; --no-mmap: none, as QEMU's x-no-mmap) and pread/pwrite elsewhere, two
+//                  2 MiB buffers mapped at IOVA --low (1 MiB) and --high (4 GiB), memory space + bus
+//                  master, MSI-X enabled and vector 0 on an eventfd, the admin queues (SQ0 low, CQ0 high),
+//                  Identify Controller into the low buffer and Identify Namespace 1 into the high one,
+//                  each waited for on its completion and its interrupt; ok if both succeed, VID = the
+//                  config space's vendor, the model is "QEMU NVMe Ctrl...", NSZE = --nsze, irqs >= 2.
+//                  --hold-until: print "identified, holding: ..." and wait for FILE, then read PCIe Device
+//                  Control/Status (held_cfg); --return: bus master off, then CSTS (return_csts);
+//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). Every wait is bounded: --timeout-ms,
+//                  default 10000, counted in 1 ms polls.)
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
 //   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped] [--win-offset X]
 //                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
@@ -62,6 +75,8 @@
 //                  by round; --clear: FARPASS_IRQ_BRIDGE_F_CLEAR of the slot (count 0); --bad-fd: the
 //                  last fd is /dev/null's. The fds are closed at exit: the kernel keeps its references.)
 // All: [--expect ok|ENAME] [--dev PATH]
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -83,11 +98,7 @@
 #include <unistd.h>
 #include <vector>
 
-// struct farpass_irq_bridge ends in a C flexible array member, which ISO C++ does not have.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
 #include "uapi/farpass.h"
-#pragma GCC diagnostic pop
 
 namespace {
 
@@ -151,15 +162,10 @@ struct Vfio {
 	}
 };
 
-// 0 or an errno; *what says which step failed.
-int vfio_open(const std::string &uuid, Vfio &v, std::string &what)
+// The device NAME of the VFIO group at GPATH (/dev/vfio/N): 0 or an errno; *what says which step failed.
+// The IOMMU as QEMU picks it: type1v2 if the container has it, else type1.
+int vfio_open_group(const std::string &gpath, const std::string &name, Vfio &v, std::string &what)
 {
-	namespace fs = std::filesystem;
-	std::error_code ec;
-	auto grp = fs::read_symlink("/sys/bus/mdev/devices/" + uuid + "/iommu_group", ec);
-	if (ec)
-		return what = "no iommu_group for " + uuid, ENOENT;
-	std::string gpath = "/dev/vfio/" + grp.filename().string();
 	if ((v.container = open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC)) < 0)
 		return what = "/dev/vfio/vfio", errno;
 	if ((v.group = open(gpath.c_str(), O_RDWR | O_CLOEXEC)) < 0)
@@ -170,11 +176,23 @@ int vfio_open(const std::string &uuid, Vfio &v, std::string &what)
 		return what = "group not viable", errno ? errno : EINVAL;
 	if (ioctl(v.group, VFIO_GROUP_SET_CONTAINER, &v.container))
 		return what = "VFIO_GROUP_SET_CONTAINER", errno;
-	if (ioctl(v.container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU))
+	int type = ioctl(v.container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) > 0 ? VFIO_TYPE1v2_IOMMU
+									    : VFIO_TYPE1_IOMMU;
+	if (ioctl(v.container, VFIO_SET_IOMMU, type))
 		return what = "VFIO_SET_IOMMU", errno;
-	if ((v.dev = ioctl(v.group, VFIO_GROUP_GET_DEVICE_FD, uuid.c_str())) < 0)
+	if ((v.dev = ioctl(v.group, VFIO_GROUP_GET_DEVICE_FD, name.c_str())) < 0)
 		return what = "VFIO_GROUP_GET_DEVICE_FD", errno;
 	return 0;
+}
+
+// The mdev UUID: its group from sysfs, the device named by the UUID.
+int vfio_open(const std::string &uuid, Vfio &v, std::string &what)
+{
+	std::error_code ec;
+	auto grp = std::filesystem::read_symlink("/sys/bus/mdev/devices/" + uuid + "/iommu_group", ec);
+	if (ec)
+		return what = "no iommu_group for " + uuid, ENOENT;
+	return vfio_open_group("/dev/vfio/" + grp.filename().string(), uuid, v, what);
 }
 
 int run_vfio_info(const Args &a)
@@ -224,15 +242,15 @@ double now_ms()
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-// VFIO_DEVICE_SET_IRQS on the ERR index with a new eventfd; returns it (or -1).
-int set_err_eventfd(int dev)
+// VFIO_DEVICE_SET_IRQS of a new eventfd on vector 0 of INDEX; returns it (or -1).
+int set_eventfd(int dev, uint32_t index)
 {
 	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	alignas(vfio_irq_set) uint8_t buf[sizeof(vfio_irq_set) + sizeof(int32_t)] = {};
 	auto *set = reinterpret_cast<vfio_irq_set *>(buf);
 	set->argsz = sizeof(buf);
 	set->flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
-	set->index = VFIO_PCI_ERR_IRQ_INDEX;
+	set->index = index;
 	set->start = 0;
 	set->count = 1;
 	int32_t fd32 = efd;
@@ -268,7 +286,7 @@ int run_vfio_cfg(const Args &a, bool dead)
 	if (ri.size != 4096 || (ri.flags & 3) != (VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE))
 		return finish(a, EINVAL, "config region size/flags");
 	Cfg cfg{v.dev, ri.offset};
-	int efd = set_err_eventfd(v.dev);
+	int efd = set_eventfd(v.dev, VFIO_PCI_ERR_IRQ_INDEX);
 	if (efd < 0)
 		return finish(a, errno, "SET_IRQS ERR eventfd");
 	char d[512];
@@ -291,7 +309,7 @@ int run_vfio_cfg(const Args &a, bool dead)
 		double fast = now_ms() - t1;
 		bool fired = eventfd_fired(efd);
 		// An ERR eventfd set after the death is signalled at once.
-		int efd2 = set_err_eventfd(v.dev);
+		int efd2 = set_eventfd(v.dev, VFIO_PCI_ERR_IRQ_INDEX);
 		bool fired2 = eventfd_fired(efd2);
 		std::snprintf(d, sizeof(d),
 			      "id=%#x first_read_ms=%.0f all_ones=%d write=%s reset=%s after_ms=%.0f err_irq=%d late_err_irq=%d",
@@ -1063,6 +1081,388 @@ int run_vfio_irq(const Args &a)
 	return finish(a, 0, d);
 }
 
+// Polls step() every millisecond (counted, not timed: L1's clock may stall under TCG) until it returns
+// anything but EAGAIN; ETIMEDOUT after `ms` polls.
+template <typename F> int wait_until(unsigned ms, F step)
+{
+	for (unsigned i = 0;; i++) {
+		int r = step();
+		if (r != EAGAIN)
+			return r;
+		if (i == ms)
+			return ETIMEDOUT;
+		usleep(1000);
+	}
+}
+
+// The offset of capability ID in the config space's chain, 0 if absent.
+int find_cap(const Cfg &cfg, uint8_t id, uint32_t &pos)
+{
+	int err = cfg.read(0x34, 1, pos);
+	for (int n = 0; !err && pos && n < 48; n++) {
+		uint32_t hdr = 0;
+		if ((err = cfg.read(pos, 2, hdr)) || (hdr & 0xff) == id)
+			break;
+		pos = (hdr >> 8) & 0xfc;
+	}
+	if (err || !pos)
+		pos = 0;
+	return err;
+}
+
+// A BAR region as QEMU maps it: what VFIO lets us mmap (all of it, or the areas of
+// VFIO_REGION_INFO_CAP_SPARSE_MMAP) is mmapped; registers outside go through pread/pwrite.
+struct Bar {
+	struct Area {
+		uint64_t off, size;
+		uint8_t *p;
+	};
+	int dev = -1;
+	uint64_t offset = 0, size = 0;	// the region's offset in the device file, its size
+	std::vector<Area> areas;
+	~Bar()
+	{
+		for (const Area &m : areas)
+			munmap(m.p, m.size);
+	}
+	volatile uint32_t *mapped(uint64_t reg) const
+	{
+		for (const Area &m : areas)
+			if (reg >= m.off && reg + 4 <= m.off + m.size)
+				return reinterpret_cast<volatile uint32_t *>(m.p + (reg - m.off));
+		return nullptr;
+	}
+	// Through the device file even where mmapped: an unreachable BAR gives an errno or all-ones, no SIGBUS.
+	int pread32(uint64_t reg, uint32_t &v) const
+	{
+		ssize_t n = pread(dev, &v, 4, static_cast<off_t>(offset + reg));
+		return n == 4 ? 0 : n < 0 ? errno : EIO;
+	}
+	int read32(uint64_t reg, uint32_t &v) const
+	{
+		if (volatile uint32_t *p = mapped(reg))
+			return v = *p, 0;
+		return pread32(reg, v);
+	}
+	int write32(uint64_t reg, uint32_t v) const
+	{
+		if (volatile uint32_t *p = mapped(reg))
+			return *p = v, 0;
+		ssize_t n = pwrite(dev, &v, 4, static_cast<off_t>(offset + reg));
+		return n == 4 ? 0 : n < 0 ? errno : EIO;
+	}
+	// Low dword first, as a 32-bit driver writes NVMe's ASQ/ACQ.
+	int write64(uint64_t reg, uint64_t v) const
+	{
+		int err = write32(reg, static_cast<uint32_t>(v));
+		return err ? err : write32(reg + 4, static_cast<uint32_t>(v >> 32));
+	}
+	// GET_REGION_INFO of INDEX (again with the size it asks for when it has capabilities), then the mmaps
+	// unless no_mmap.
+	int map(int fd, uint32_t index, bool no_mmap, std::string &what)
+	{
+		dev = fd;
+		std::vector<uint8_t> buf(sizeof(vfio_region_info));
+		for (;;) {
+			auto *ri = reinterpret_cast<vfio_region_info *>(buf.data());
+			ri->argsz = static_cast<uint32_t>(buf.size());
+			ri->index = index;
+			if (ioctl(dev, VFIO_DEVICE_GET_REGION_INFO, ri))
+				return what = "VFIO_DEVICE_GET_REGION_INFO BAR", errno;
+			if (ri->argsz <= buf.size())
+				break;
+			buf.resize(ri->argsz);
+		}
+		const auto *ri = reinterpret_cast<const vfio_region_info *>(buf.data());
+		offset = ri->offset;
+		size = ri->size;
+		if (!size)
+			return what = "BAR region of size 0", ENODEV;
+		std::vector<std::pair<uint64_t, uint64_t>> mmappable;
+		bool sparse = false;
+		uint32_t at = ri->flags & VFIO_REGION_INFO_FLAG_CAPS ? ri->cap_offset : 0;
+		for (int n = 0; at && at + sizeof(vfio_info_cap_header) <= buf.size() && n < 16; n++) {
+			const auto *hdr = reinterpret_cast<const vfio_info_cap_header *>(buf.data() + at);
+			if (hdr->id == VFIO_REGION_INFO_CAP_SPARSE_MMAP) {
+				const auto *sp = reinterpret_cast<const vfio_region_info_cap_sparse_mmap *>(hdr);
+				if (at + sizeof(*sp) + sp->nr_areas * sizeof(sp->areas[0]) > buf.size())
+					return what = "sparse mmap capability past the region info", EINVAL;
+				sparse = true;
+				for (uint32_t i = 0; i < sp->nr_areas; i++)
+					mmappable.emplace_back(sp->areas[i].offset, sp->areas[i].size);
+			}
+			at = hdr->next;
+		}
+		if (no_mmap || !(ri->flags & VFIO_REGION_INFO_FLAG_MMAP))
+			mmappable.clear();
+		else if (!sparse)
+			mmappable.emplace_back(0, size);
+		for (auto [off, len] : mmappable) {
+			if (!len)
+				continue;
+			void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, dev, static_cast<off_t>(offset + off));
+			if (p == MAP_FAILED)
+				return what = "mmap of BAR area " + std::to_string(off) + "+" + std::to_string(len), errno;
+			areas.push_back({off, len, static_cast<uint8_t *>(p)});
+		}
+		return 0;
+	}
+	std::string describe() const
+	{
+		char b[64];
+		std::snprintf(b, sizeof(b), "bar0=%#llx mmap=%zu", static_cast<unsigned long long>(size), areas.size());
+		std::string s = b;
+		for (const Area &m : areas) {
+			std::snprintf(b, sizeof(b), "%s%#llx+%#llx", &m == areas.data() ? ":" : ",",
+				      static_cast<unsigned long long>(m.off), static_cast<unsigned long long>(m.size));
+			s += b;
+		}
+		return s;
+	}
+};
+
+// An anonymous 2 MiB buffer the device sees at an IOVA (VFIO_IOMMU_MAP_DMA), as QEMU maps guest RAM.
+// Filled with 0xa5, which no identify structure or completion looks like.
+struct DmaBuf {
+	static constexpr size_t size = 2u << 20;
+	uint8_t *p = nullptr;
+	uint64_t iova = 0;
+	~DmaBuf()
+	{
+		if (p)
+			munmap(p, size);
+	}
+	int map(int container, uint64_t at)
+	{
+		void *m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (m == MAP_FAILED)
+			return errno;
+		p = static_cast<uint8_t *>(m);
+		iova = at;
+		std::memset(p, 0xa5, size);
+		vfio_iommu_type1_dma_map dm{};
+		dm.argsz = sizeof(dm);
+		dm.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+		dm.vaddr = reinterpret_cast<uint64_t>(p);
+		dm.iova = at;
+		dm.size = size;
+		return ioctl(container, VFIO_IOMMU_MAP_DMA, &dm) ? errno : 0;
+	}
+};
+
+// NVMe controller registers (NVMe 1.4, 3.1).
+constexpr uint32_t nvme_cap = 0x00, nvme_cc = 0x14, nvme_csts = 0x1c, nvme_aqa = 0x24, nvme_asq = 0x28,
+		   nvme_acq = 0x30, nvme_sq0tdbl = 0x1000;
+constexpr uint32_t nvme_csts_rdy = 1u, nvme_csts_cfs = 2u;
+
+// CSTS.RDY == rdy within ms; a fatal status (CFS; all-ones has it) while waiting for RDY=1 is EIO.
+int wait_ready(const Bar &bar, uint32_t rdy, unsigned ms, uint32_t &csts)
+{
+	return wait_until(ms, [&] {
+		if (int err = bar.read32(nvme_csts, csts))
+			return err;
+		if (rdy && (csts & nvme_csts_cfs))
+			return EIO;
+		return (csts & nvme_csts_rdy) == rdy ? 0 : EAGAIN;
+	});
+}
+
+// The admin queue pair: SQ0 in one DMA buffer, CQ0 in another, completions signalled on MSI-X vector 0.
+struct AdminQueue {
+	const Bar &bar;
+	uint8_t *sq;
+	const volatile uint8_t *cq;
+	uint32_t entries, cq_doorbell;
+	int efd;
+	unsigned timeout_ms;
+	uint32_t sq_tail = 0, cq_head = 0, phase = 1;
+	uint16_t cid = 0;
+	uint64_t irqs = 0;	// the MSI-X eventfd's count, summed
+
+	// One command: 0 and its completion status, or an errno and *what failed. Rings the SQ0 tail
+	// doorbell, waits for the completion's phase tag and for the interrupt, then rings the CQ0 head.
+	int submit(uint8_t opcode, uint32_t nsid, uint64_t prp1, uint32_t cdw10, uint16_t &status, std::string &what)
+	{
+		std::array<uint32_t, 16> sqe{};
+		sqe[0] = opcode | static_cast<uint32_t>(++cid) << 16;
+		sqe[1] = nsid;
+		sqe[6] = static_cast<uint32_t>(prp1);
+		sqe[7] = static_cast<uint32_t>(prp1 >> 32);
+		sqe[10] = cdw10;
+		std::memcpy(sq + sq_tail * 64, sqe.data(), 64);
+		sq_tail = (sq_tail + 1) % entries;
+		std::atomic_thread_fence(std::memory_order_release);
+		if (int err = bar.write32(nvme_sq0tdbl, sq_tail))
+			return what = "SQ0 tail doorbell", err;
+		auto *cqe = reinterpret_cast<const volatile uint32_t *>(cq + cq_head * 16);
+		if (int err = wait_until(timeout_ms, [&] { return (cqe[3] >> 16 & 1) == phase ? 0 : EAGAIN; }))
+			return what = "completion of command " + std::to_string(cid) + " (phase tag)", err;
+		std::atomic_thread_fence(std::memory_order_acquire);
+		uint32_t dw3 = cqe[3];
+		status = static_cast<uint16_t>(dw3 >> 17);
+		if ((dw3 & 0xffff) != cid)
+			return what = "completion for command " + std::to_string(dw3 & 0xffff) + ", not " +
+				      std::to_string(cid),
+			       EIO;
+		pollfd p{efd, POLLIN, 0};
+		int n = poll(&p, 1, static_cast<int>(timeout_ms));
+		uint64_t count = 0;
+		if (n <= 0 || ::read(efd, &count, sizeof(count)) != sizeof(count))
+			return what = "MSI-X vector 0 eventfd after command " + std::to_string(cid),
+			       n < 0 ? errno : ETIMEDOUT;
+		irqs += count;
+		if (++cq_head == entries)
+			cq_head = 0, phase ^= 1;
+		if (int err = bar.write32(cq_doorbell, cq_head))
+			return what = "CQ0 head doorbell", err;
+		return 0;
+	}
+};
+
+std::string hex_or_errno(int err, uint32_t v)
+{
+	char b[16];
+	std::snprintf(b, sizeof(b), "0x%x", v);
+	return err ? ename(err) : b;
+}
+
+// nvme-identify: QEMU's part for a guest's NVMe driver (DMA map, command register, MSI-X) and the
+// driver's admin bring-up, Identify Controller into the low buffer and Identify Namespace 1 into the
+// high one, then optionally a hold, the return (bus master off) and a reset.
+int run_nvme_identify(const Args &a)
+{
+	const bool mdev = a.has("mdev");
+	const std::string name = a.str(mdev ? "mdev" : "dev");
+	if (name.empty() || (!mdev && !a.has("group")))
+		return 2;
+	const unsigned timeout_ms = static_cast<unsigned>(a.num("timeout-ms", 10000));
+	Vfio v;
+	std::string what;
+	if (int err = mdev ? vfio_open(name, v, what) : vfio_open_group(a.str("group"), name, v, what))
+		return finish(a, err, what);
+	vfio_device_info info{};
+	info.argsz = sizeof(info);
+	if (ioctl(v.dev, VFIO_DEVICE_GET_INFO, &info))
+		return finish(a, errno, "VFIO_DEVICE_GET_INFO");
+	if (!(info.flags & VFIO_DEVICE_FLAGS_PCI) || info.num_regions <= VFIO_PCI_CONFIG_REGION_INDEX ||
+	    info.num_irqs <= VFIO_PCI_MSIX_IRQ_INDEX)
+		return finish(a, EINVAL, "not a VFIO PCI device");
+	vfio_region_info ri{};
+	ri.argsz = sizeof(ri);
+	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
+		return finish(a, errno, "GET_REGION_INFO config");
+	Cfg cfg{v.dev, ri.offset};
+	Bar bar;
+	if (int err = bar.map(v.dev, VFIO_PCI_BAR0_REGION_INDEX, a.has("no-mmap"), what))
+		return finish(a, err, what);
+	vfio_irq_info ii{};
+	ii.argsz = sizeof(ii);
+	ii.index = VFIO_PCI_MSIX_IRQ_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_IRQ_INFO, &ii))
+		return finish(a, errno, "GET_IRQ_INFO MSI-X");
+	if (!ii.count || !(ii.flags & VFIO_IRQ_INFO_EVENTFD))
+		return finish(a, ENOTSUP,
+			      "MSI-X: " + std::to_string(ii.count) + " vectors, flags " + std::to_string(ii.flags));
+
+	DmaBuf low, high;
+	if (int err = low.map(v.container, a.num("low", 0x100000)))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA of the low buffer");
+	if (int err = high.map(v.container, a.num("high", 0x100000000ull)))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA of the high buffer");
+	// SQ0 and Identify Controller's data in the low buffer, CQ0 and Identify Namespace's in the high one.
+	constexpr size_t queue_bytes = 4096, data_off = 0x1000;
+	std::memset(low.p, 0, queue_bytes);
+	std::memset(high.p, 0, queue_bytes);
+
+	// As QEMU passes the guest's writes on: memory space and bus master on, MSI-X enabled in its
+	// capability (vfio-pci and farpass virtualise that bit), then vector 0's eventfd.
+	uint32_t id = 0, cmd = 0, msix = 0, exp = 0, msix_ctrl = 0;
+	int err = cfg.read(0, 4, id) | cfg.read(4, 2, cmd) | find_cap(cfg, 0x11, msix) | find_cap(cfg, 0x10, exp);
+	if (err || !msix)
+		return finish(a, err ? err : ENOTSUP, "config space: vendor, command, MSI-X capability");
+	if ((err = cfg.write(4, 2, cmd | 0x6)))
+		return finish(a, err, "command register: memory space + bus master");
+	if ((err = cfg.read(msix + 2, 2, msix_ctrl)) || (err = cfg.write(msix + 2, 2, msix_ctrl | 0x8000)))
+		return finish(a, err, "MSI-X enable");
+	int efd = set_eventfd(v.dev, VFIO_PCI_MSIX_IRQ_INDEX);
+	if (efd < 0)
+		return finish(a, errno, "SET_IRQS MSI-X vector 0 eventfd");
+
+	// The admin bring-up: disable, queues, enable (4 KiB pages, 64-byte SQ and 16-byte CQ entries).
+	uint32_t cap_lo = 0, cap_hi = 0, csts = 0;
+	if ((err = bar.read32(nvme_cap, cap_lo) | bar.read32(nvme_cap + 4, cap_hi)))
+		return finish(a, err, "CAP");
+	if ((cap_hi >> 16) & 0xf)
+		return finish(a, ENOTSUP, "CAP.MPSMIN above 4 KiB");
+	const uint32_t entries = std::min(32u, (cap_lo & 0xffff) + 1);
+	if ((err = bar.write32(nvme_cc, 0)) || (err = wait_ready(bar, 0, timeout_ms, csts)))
+		return finish(a, err, "CC.EN=0: CSTS " + hex_or_errno(0, csts));
+	if ((err = bar.write32(nvme_aqa, (entries - 1) | (entries - 1) << 16)) || (err = bar.write64(nvme_asq, low.iova)) ||
+	    (err = bar.write64(nvme_acq, high.iova)))
+		return finish(a, err, "AQA/ASQ/ACQ");
+	if ((err = bar.write32(nvme_cc, 1u | 6u << 16 | 4u << 20)) || (err = wait_ready(bar, 1, timeout_ms, csts)))
+		return finish(a, err, "CC.EN=1: CSTS " + hex_or_errno(0, csts));
+
+	AdminQueue q{bar, low.p, high.p, entries, nvme_sq0tdbl + (1u << (2 + (cap_hi & 0xf))), efd, timeout_ms};
+	uint16_t st_ctrl = 0, st_ns = 0;
+	const double t0 = now_ms();
+	if ((err = q.submit(0x06, 0, low.iova + data_off, 1, st_ctrl, what)) ||
+	    (err = q.submit(0x06, 1, high.iova + data_off, 0, st_ns, what)))
+		return finish(a, err, what);
+	const double identify_ms = now_ms() - t0;
+
+	const uint8_t *ctrl = low.p + data_off, *ns = high.p + data_off;
+	uint16_t vid;
+	uint64_t nsze;
+	std::memcpy(&vid, ctrl, sizeof(vid));
+	std::memcpy(&nsze, ns, sizeof(nsze));
+	std::string model(reinterpret_cast<const char *>(ctrl + 24), 40);
+	model.erase(model.find_last_not_of(std::string(" \0", 2)) + 1);
+	char d[512];
+	std::snprintf(d, sizeof(d),
+		      "nvme vid=%#06x model=\"%s\" nsze=%llu irqs=%llu status=%#x/%#x low=%#llx high=%#llx %s identify_ms=%.0f",
+		      vid, model.c_str(), static_cast<unsigned long long>(nsze), static_cast<unsigned long long>(q.irqs),
+		      st_ctrl, st_ns, static_cast<unsigned long long>(low.iova), static_cast<unsigned long long>(high.iova),
+		      bar.describe().c_str(), identify_ms);
+	std::string detail = d;
+	const bool good = !st_ctrl && !st_ns && vid == (id & 0xffff) && model.starts_with("QEMU NVMe Ctrl") &&
+			  (!a.has("nsze") || nsze == a.num("nsze", 0)) && q.irqs >= 2;
+
+	// --hold-until FILE: stay borrowed until FILE exists, then read a forwarded register (PCIe Device
+	// Control/Status; the header if there is no PCIe capability) as the vCPU of a running VM would.
+	if (a.has("hold-until")) {
+		std::printf("identified, holding: %s\n", d);
+		std::fflush(stdout);
+		const std::string file = a.str("hold-until");
+		if ((err = wait_until(600000, [&] { return access(file.c_str(), F_OK) ? EAGAIN : 0; })))
+			return finish(a, err, "waiting for " + file);
+		const uint32_t off = exp ? exp + 8 : 0;
+		uint32_t val = 0;
+		const double t1 = now_ms();
+		err = cfg.read(off, 4, val);
+		std::snprintf(d, sizeof(d), " held_off=%#x held_cfg=%s held_cfg_ms=%.0f", off, hex_or_errno(err, val).c_str(),
+			      now_ms() - t1);
+		detail += d;
+	}
+	// --return: bus master off, then CSTS; --reset: VFIO_DEVICE_RESET, then CSTS.
+	if (a.has("return")) {
+		uint32_t c = 0;
+		err = cfg.read(4, 2, c);
+		if (!err)
+			err = cfg.write(4, 2, c & ~0x4u);
+		int rerr = bar.pread32(nvme_csts, csts);
+		detail += std::string(" return=") + ename(err) + " return_csts=" + hex_or_errno(rerr, csts);
+	}
+	if (a.has("reset")) {
+		err = ioctl(v.dev, VFIO_DEVICE_RESET) ? errno : 0;
+		int rerr = bar.pread32(nvme_csts, csts);
+		detail += std::string(" reset=") + ename(err) + " reset_csts=" + hex_or_errno(rerr, csts);
+	}
+	close(efd);
+	return finish(a, good ? 0 : EIO, detail);
+}
+
 int run(const Args &a)
 {
 	if (a.action == "pattern") {
@@ -1075,6 +1475,8 @@ int run(const Args &a)
 		return run_vfio_irq(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
 		return run_vfio_cfg(a, a.action == "vfio-dead");
+	if (a.action == "nvme-identify")
+		return run_nvme_identify(a);
 	int fd = open(a.str("dev", FARPASS_DEV_PATH).c_str(), O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return finish(a, errno, "open");
@@ -1192,7 +1594,8 @@ int main(int argc, char **argv)
 		if (s.starts_with("--")) {
 			std::string key(s.substr(2));
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
-			    key == "unmap" || key == "clear" || key == "bad-fd")
+			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
+			    key == "reset" || key == "no-mmap")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];
