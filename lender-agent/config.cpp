@@ -43,7 +43,7 @@ AgentConfig parse_config(std::string_view text)
 	for (const auto &[key, value] : config.items())
 		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&
 		    key != "cluster_key" && key != "lease_ms" && key != "peers" && key != "poll_ms" && key != "device" &&
-		    key != "call_timeout_ms")
+		    key != "call_timeout_ms" && key != "bar_slot_bytes" && key != "bar_window_bytes")
 			throw AgentError(ErrorCode::invalid_params, "config: unknown key \"" + key + "\"");
 	AgentConfig result;
 	result.host = field<std::string>(config, "host", "");
@@ -63,6 +63,13 @@ AgentConfig parse_config(std::string_view text)
 	if (result.call_timeout_ms < 100 || result.call_timeout_ms > 60'000)
 		throw AgentError(ErrorCode::invalid_params, "config: \"call_timeout_ms\" must be 100 to 60000");
 	result.device = field(config, "device", result.device);
+	result.bar_slot_bytes = field(config, "bar_slot_bytes", result.bar_slot_bytes);
+	if (result.bar_slot_bytes < 4096 || result.bar_slot_bytes % 4096)
+		throw AgentError(ErrorCode::invalid_params, "config: \"bar_slot_bytes\" must be a multiple of 4096");
+	result.bar_window_bytes = field(config, "bar_window_bytes", result.bar_window_bytes);
+	if (result.bar_window_bytes < 2 * 4096 || result.bar_window_bytes % 4096)
+		throw AgentError(ErrorCode::invalid_params,
+				 "config: \"bar_window_bytes\" must be a multiple of 4096, at least 8192");
 	for (const json &peer : field(config, "peers", json::array())) {
 		if (!peer.is_object())
 			throw AgentError(ErrorCode::invalid_params, "config: each peer is an object");
