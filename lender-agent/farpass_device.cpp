@@ -190,10 +190,15 @@ bool FarpassKernelPort::announce(const RemoteDevice &device)
 	copy_name(announce.lender_addr, device.pci_address, "lender PCI address");
 	copy_name(announce.ntb, device.ntb, "NTB PCI name");
 	announce.irq_slot = device.irq_slot;
+	// Without a data path this host cannot reach the link's BAR window, so no BAR claims a place in it
+	// (and a kernel from before the data path refuses the flag).
+	file(); // VERSION first: it tells the features
+	const bool data_path = features_ & FARPASS_FEAT_DATA_PATH;
 	for (std::size_t bar = 0; bar < bar_count; bar++) {
+		const bool mapped = data_path && (device.bar_flags[bar] & FARPASS_BAR_MAPPED);
 		announce.bars[bar].size = device.bar_sizes[bar];
-		announce.bars[bar].flags = device.bar_flags[bar];
-		announce.bars[bar].win_offset = device.bar_offsets[bar];
+		announce.bars[bar].flags = device.bar_flags[bar] & ~(mapped ? 0u : FARPASS_BAR_MAPPED);
+		announce.bars[bar].win_offset = mapped ? device.bar_offsets[bar] : 0;
 	}
 	call(FARPASS_CMD_ANNOUNCE_DEVICE, FARPASS_IOCTL_ANNOUNCE_DEVICE, &announce,
 	     "announcing " + device.lender_host + " " + device.pci_address + " as id " + std::to_string(device.id));

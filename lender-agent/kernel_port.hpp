@@ -86,7 +86,8 @@ public:
 	virtual std::string unavailable_reason() const = 0;
 
 	// Borrower role. Both return true when the kernel deferred the change (*_F_PENDING: an instance
-	// exists on that NTB). Failures throw AgentError(system_error) with the ioctl's errno.
+	// exists on that NTB). Failures throw AgentError(system_error) with the ioctl's errno. A kernel
+	// without the data path gets no bar_mapped flags (nor offsets).
 	virtual bool announce(const RemoteDevice &device) = 0;
 	virtual bool withdraw(std::uint32_t device_id) = 0;
 	// Where the guest RAM of the VFIO user borrowing device_id sits in the link's DMA window (built by

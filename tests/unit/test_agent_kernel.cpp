@@ -308,15 +308,22 @@ TEST_CASE("ANNOUNCE_DEVICE carries every field, argsz = sizeof, flags 0; PENDING
 	CHECK(a.bars[0].win_offset == 0);
 	CHECK(a.irq_slot == 0);
 
+	// BAR window places reach a kernel with the data path only.
 	RemoteDevice placed = nvme();
 	placed.id = 7;
 	placed.bar_flags[0] |= bar_mapped;
 	placed.bar_offsets[0] = 3 << 22;
 	placed.irq_slot = 3;
 	CHECK_FALSE(f.port.announce(placed));
-	CHECK(f.kernel.announced[7].bars[0].flags == (FARPASS_BAR_MEM64 | FARPASS_BAR_MAPPED));
-	CHECK(f.kernel.announced[7].bars[0].win_offset == 3 << 22);
+	CHECK(f.kernel.announced[7].bars[0].flags == FARPASS_BAR_MEM64);
+	CHECK(f.kernel.announced[7].bars[0].win_offset == 0);
 	CHECK(f.kernel.announced[7].irq_slot == 3);
+	Fixture data_path;
+	data_path.kernel.features |= FARPASS_FEAT_DATA_PATH;
+	CHECK_FALSE(data_path.port.announce(placed));
+	CHECK(data_path.kernel.announced[7].bars[0].flags == (FARPASS_BAR_MEM64 | FARPASS_BAR_MAPPED));
+	CHECK(data_path.kernel.announced[7].bars[0].win_offset == 3 << 22);
+	CHECK(data_path.kernel.announced[7].irq_slot == 3);
 
 	RemoteDevice second = nvme();
 	second.id = 8;
