@@ -15,6 +15,11 @@
 
 namespace farpass::agent {
 
+// kernel_port.hpp repeats these so that code above the port needs no uapi header.
+static_assert(bar_io == FARPASS_BAR_IO && bar_mem64 == FARPASS_BAR_MEM64 && bar_prefetch == FARPASS_BAR_PREFETCH &&
+	      bar_mapped == FARPASS_BAR_MAPPED && bar_count == FARPASS_NUM_BARS);
+static_assert(irq_slots == FARPASS_IRQ_SLOTS && irq_vectors == FARPASS_IRQ_VECTORS);
+
 namespace {
 
 const char *command_name(unsigned command)

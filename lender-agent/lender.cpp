@@ -106,6 +106,10 @@ std::vector<std::string> Lender::restore()
 			}
 			LentDevice device{address, sysfs_.pci_device(address), std::nullopt, {}, nullptr, 0, {}};
 			device.slot = saved.contains("slot") ? saved["slot"].get<std::uint32_t>() : free_slot();
+			if (device.slot >= irq_slots)
+				throw AgentError(ErrorCode::internal_error, "state file: slot " + std::to_string(device.slot) +
+										    " of " + address + " is not below " +
+										    std::to_string(irq_slots));
 			device.bars = place_bars(device.slot, device.info.bar_sizes, device.info.bar_flags, window_);
 			// While this agent was down its borrowers could not renew: a restored lease gets a
 			// full lease time from now, so the lender's own downtime never takes a device away.

@@ -301,6 +301,9 @@ TEST_CASE("restore refuses a state file it cannot read rather than guessing")
 	CHECK(code_of([&] { agent.lender->restore(); }) == ErrorCode::internal_error);
 	write_file(agent.dir.path() / "state/state.json", "{\"vers");
 	CHECK(code_of([&] { agent.lender->restore(); }) == ErrorCode::internal_error);
+	write_file(agent.dir.path() / "state/state.json",
+		   "{\"version\": 1, \"devices\": [{\"pci\": \"0000:01:00.0\", \"slot\": 16, \"lease\": null}]}");
+	CHECK(message_of([&] { agent.lender->restore(); }) == "state file: slot 16 of 0000:01:00.0 is not below 16");
 }
 
 // ---- the data path: slots, the BAR window, interrupts, teardown order
