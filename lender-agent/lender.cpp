@@ -49,10 +49,18 @@ json device_state(const LentDevice &device)
 		      {"iommu_group", device.info.iommu_group},
 		      {"slot", device.slot},
 		      {"lease", nullptr}};
-	if (device.lease)
+	if (device.lease) {
+		json dma = json::array();
+		for (const DmaMapping &m : device.dma_mappings)
+			dma.push_back({{"iova", m.iova}, {"size", m.size}, {"window_offset", m.window_offset}});
 		state["lease"] = {{"id", device.lease->id},
 				  {"borrower", device.lease->borrower},
-				  {"expires_at_ms", device.lease->expires_at_ms}};
+				  {"expires_at_ms", device.lease->expires_at_ms},
+				  {"dma", dma},
+				  {"irqs", nullptr}};
+		if (device.irqs)
+			state["lease"]["irqs"] = {{"index", device.irqs->index}, {"count", device.irqs->count}};
+	}
 	return state;
 }
 
@@ -120,14 +128,20 @@ std::vector<std::string> Lender::restore()
 			sysfs_.bind_to_vfio(address);
 			device.vfio = vfio_.open(address, device.info.iommu_group);
 			LentDevice &restored = devices_.emplace(address, std::move(device)).first->second;
-			if (restored.lease)
-				restore_data_path(restored);
+			if (!restored.lease)
+				continue;
+			std::vector<DmaMapping> dma; // a state file from before the data path has neither
+			for (const json &m : saved["lease"].value("dma", json::array()))
+				dma.push_back({m.at("iova"), m.at("size"), m.at("window_offset")});
+			std::optional<IrqSetting> irqs;
+			if (const json saved_irqs = saved["lease"].value("irqs", json()); !saved_irqs.is_null())
+				irqs = IrqSetting{saved_irqs.at("index"), saved_irqs.at("count")};
+			restore_data_path(restored, dma, irqs);
 		}
 	} catch (const json::exception &e) {
 		throw AgentError(ErrorCode::internal_error, std::string("malformed state file: ") + e.what());
 	}
-	if (!gone.empty())
-		persist();
+	persist(); // what could not be restored is gone from the state too
 	return gone;
 }
 
@@ -245,15 +259,8 @@ void Lender::reset(const std::string &pci_address, const std::string &borrower, 
 void Lender::map_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
 		     std::uint64_t iova, std::uint64_t size, std::uint64_t window_offset)
 {
-	LentDevice &device = holder_device(pci_address, borrower, lease_id);
-	const std::span<std::byte> window = kernel_.outbound_window(borrower);
-	if (size == 0 || window_offset > window.size() || size > window.size() - window_offset)
-		throw AgentError(ErrorCode::invalid_params, "DMA window range [" + std::to_string(window_offset) +
-								    ", +" + std::to_string(size) +
-								    ") is empty or outside the " +
-								    std::to_string(window.size()) + "-byte window");
-	device.vfio->map_dma(iova, size, reinterpret_cast<std::uint64_t>(window.data() + window_offset));
-	device.dma_mappings.push_back({iova, size});
+	add_dma(holder_device(pci_address, borrower, lease_id), {iova, size, window_offset});
+	persist();
 }
 
 void Lender::unmap_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
@@ -269,6 +276,7 @@ void Lender::unmap_dma(const std::string &pci_address, const std::string &borrow
 								    " bytes at IOVA " + std::to_string(iova));
 	device.vfio->unmap_dma(iova, size);
 	mappings.erase(mapping);
+	persist();
 }
 
 void Lender::set_irqs(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
@@ -287,27 +295,50 @@ void Lender::set_irqs(const std::string &pci_address, const std::string &borrowe
 	// VFIO changes the vector count or index of an armed device only from disarmed.
 	if (device.irqs && (count == 0 || device.irqs->index != index || device.irqs->count != count))
 		disarm_irqs(device);
-	if (count == 0)
-		return;
+	if (count > 0) {
+		try {
+			arm_irqs(device, static_cast<unsigned>(index), static_cast<std::uint32_t>(count));
+		} catch (...) {
+			persist();
+			throw;
+		}
+	}
+	persist();
+}
+
+void Lender::add_dma(LentDevice &device, const DmaMapping &mapping)
+{
+	const std::span<std::byte> window = kernel_.outbound_window(device.lease->borrower);
+	if (mapping.size == 0 || mapping.window_offset > window.size() || mapping.size > window.size() - mapping.window_offset)
+		throw AgentError(ErrorCode::invalid_params, "DMA window range [" + std::to_string(mapping.window_offset) +
+								    ", +" + std::to_string(mapping.size) +
+								    ") is empty or outside the " +
+								    std::to_string(window.size()) + "-byte window");
+	device.vfio->map_dma(mapping.iova, mapping.size,
+			     reinterpret_cast<std::uint64_t>(window.data() + mapping.window_offset));
+	device.dma_mappings.push_back(mapping);
+}
+
+void Lender::arm_irqs(LentDevice &device, unsigned index, std::uint32_t count)
+{
 	std::vector<Fd> eventfds;
 	std::vector<int> fds;
-	for (std::uint64_t i = 0; i < count; i++) {
+	for (std::uint32_t i = 0; i < count; i++) {
 		eventfds.emplace_back(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 		if (eventfds.back().get() < 0)
-			throw_system_error("eventfd for vector " + std::to_string(i) + " of " + pci_address);
+			throw_system_error("eventfd for vector " + std::to_string(i) + " of " + device.pci_address);
 		fds.push_back(eventfds.back().get());
 	}
-	const auto vfio_index = static_cast<unsigned>(index);
-	device.vfio->set_irqs(vfio_index, fds);
+	device.vfio->set_irqs(index, fds);
 	try {
 		kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, fds);
 	} catch (...) {
-		device.vfio->set_irqs(vfio_index, {});
+		device.vfio->set_irqs(index, {});
 		device.irqs.reset();
 		throw;
 	}
 	// VFIO and the kernel hold their own references to the eventfds: ours close here.
-	device.irqs = IrqSetting{vfio_index, static_cast<std::uint32_t>(count)};
+	device.irqs = IrqSetting{index, count};
 }
 
 LentDevice &Lender::find(const std::string &pci_address)
@@ -366,16 +397,20 @@ void Lender::map_bars(LentDevice &device, const std::string &borrower, bool rest
 	device.data_path_ntb = link->second;
 }
 
-void Lender::restore_data_path(LentDevice &device)
+void Lender::restore_data_path(LentDevice &device, const std::vector<DmaMapping> &dma, std::optional<IrqSetting> irqs)
 {
-	try {
-		map_bars(device, device.lease->borrower, true);
-	} catch (const AgentError &e) {
-		notices_.push_back("restored lease of " + device.pci_address + " has no data path: " + e.what());
+	const std::string what = "restoring the lease of " + device.pci_address + " by " + device.lease->borrower;
+	attempt(what, [&] { map_bars(device, device.lease->borrower, true); });
+	for (const DmaMapping &mapping : dma)
+		attempt(what + ": DMA at IOVA " + std::to_string(mapping.iova), [&] { add_dma(device, mapping); });
+	if (device.data_path_ntb.empty())
 		return;
-	}
-	if (!device.data_path_ntb.empty()) // the old agent's eventfds: its VFIO file is gone, so are they
-		attempt("clearing interrupt slot " + std::to_string(device.slot) + " of " + device.pci_address,
+	// The old agent's eventfds went with its VFIO file: the relay gets new ones, or none.
+	if (irqs)
+		attempt(what + ": IRQ index " + std::to_string(irqs->index),
+			[&] { arm_irqs(device, irqs->index, irqs->count); });
+	else
+		attempt(what + ": clearing interrupt slot " + std::to_string(device.slot),
 			[&] { kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, {}); });
 }
 

@@ -35,6 +35,7 @@ struct Lease {
 struct DmaMapping {
 	std::uint64_t iova = 0;
 	std::uint64_t size = 0;
+	std::uint64_t window_offset = 0; // in the outbound window towards the holder
 };
 
 // The link's BAR window as the lender divides it (config "bar_slot_bytes", "bar_window_bytes").
@@ -82,11 +83,11 @@ public:
 	Lender(Sysfs &sysfs, Vfio &vfio, KernelPort &kernel, const Clock &clock, const StateStore &store,
 	       std::int64_t lease_ms, BarWindow window = {}, std::map<std::string, std::string> links = {});
 
-	// Rebinds and reopens every device of the saved state, keeping its slot and lease; a restored
-	// lease's BARs are mapped again (still mapped from before is fine) and the interrupt relays of the
-	// old agent's eventfds are cleared. DMA mappings and interrupts do not survive (the container is
-	// new): the borrower maps and arms them again. Returns the addresses of devices that have
-	// disappeared from the host, which are forgotten.
+	// Rebinds and reopens every device of the saved state, keeping its slot and lease. A restored
+	// lease gets its data path back as it was: BARs mapped again (still mapped from before is fine),
+	// DMA mappings and armed interrupts redone in the new container with new eventfds (the old ones
+	// went with the old agent's VFIO file); what cannot be redone is a notice. Returns the addresses
+	// of devices that have disappeared from the host, which are forgotten.
 	std::vector<std::string> restore();
 
 	// Refuses with system_error (ENOSPC) when all irq_slots slots are taken.
@@ -135,7 +136,10 @@ private:
 				  const std::string &lease_id);
 	// restoring: a BAR still mapped by the agent before this one (EEXIST) counts as mapped.
 	void map_bars(LentDevice &device, const std::string &borrower, bool restoring);
-	void restore_data_path(LentDevice &device);
+	void restore_data_path(LentDevice &device, const std::vector<DmaMapping> &dma, std::optional<IrqSetting> irqs);
+	// The steps map_dma and set_irqs share with restore (checks done by the caller).
+	void add_dma(LentDevice &device, const DmaMapping &mapping);
+	void arm_irqs(LentDevice &device, unsigned index, std::uint32_t count);
 	void disarm_irqs(LentDevice &device);
 	void end_lease(LentDevice &device);
 	// Runs one step of a teardown; a failure becomes a notice.

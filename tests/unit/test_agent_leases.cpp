@@ -539,21 +539,51 @@ TEST_CASE("expiry tears down the same way; a step that fails is a notice and the
 	CHECK_FALSE(agent.lender->devices().at(nic_address).lease);
 }
 
-TEST_CASE("a restart keeps a lease's data path: BARs still mapped (EEXIST) count, the old agent's relays are cleared")
+TEST_CASE("a restart restores a lease's data path: BARs (still mapped: EEXIST counts), DMA, interrupts with new eventfds")
 {
 	AgentFixture agent;
 	agent.lender->lend(nic_address);
 	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0x1000);
 	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 2, 4);
 	agent.restart(); // the fake kernel keeps its BAR mappings and relays, as farpass.ko does
+	agent.vfio.records.at(nic_address)->mappings.clear(); // the old container went with the old agent
+	agent.vfio.records.at(nic_address)->irqs.clear();
+	const std::size_t from = agent.journal.size();
+	agent.lender->restore();
+	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
+								     "vfio 0000:02:00.0 map_dma 0x100000 +0x2000",
+								     "vfio 0000:02:00.0 set_irqs 2 4",
+								     "kernel irq_bridge 0000:00:0b.0 0 0 4"});
+	CHECK(agent.lender->take_notices().empty());
+	const LentDevice &device = agent.lender->devices().at(nic_address);
+	CHECK(device.data_path_ntb == lender_ntb);
+	CHECK(agent.vfio.records.at(nic_address)->mappings.at(0x100000) ==
+	      std::make_pair(std::uint64_t{0x2000}, reinterpret_cast<std::uint64_t>(agent.kernel.window.data()) + 0x1000));
+	CHECK(agent.kernel.relays.at({lender_ntb, 0}) == 4);
+	// The lease ends as any other: everything goes.
+	agent.lender->release(nic_address, "borrower-b", lease.id);
+	CHECK(agent.kernel.bars.empty());
+	CHECK(agent.kernel.relays.empty());
+	CHECK(agent.vfio.records.at(nic_address)->mappings.empty());
+}
+
+TEST_CASE("a restart without the interrupts armed clears the slot's relay; what cannot be restored is a notice and forgotten")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0);
+	agent.kernel.window.resize(0x1000); // the window shrank under the restart: the mapping no longer fits
+	agent.restart();
 	const std::size_t from = agent.journal.size();
 	agent.lender->restore();
 	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
 								     "kernel irq_bridge 0000:00:0b.0 0 0 clear"});
-	CHECK(agent.lender->take_notices().empty());
-	CHECK(agent.lender->devices().at(nic_address).data_path_ntb == lender_ntb);
-	CHECK(agent.kernel.relays.empty());
-	// The lease ends as any other: its BARs go.
-	agent.lender->release(nic_address, "borrower-b", lease.id);
-	CHECK(agent.kernel.bars.empty());
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"restoring the lease of 0000:02:00.0 by borrower-b: DMA at IOVA 1048576: DMA window "
+				       "range [0, +8192) is empty or outside the 4096-byte window"});
+	agent.restart();
+	agent.lender->restore();
+	CHECK(agent.lender->devices().at(nic_address).dma_mappings.empty());
 }
