@@ -296,7 +296,7 @@ void Lender::set_irqs(const std::string &pci_address, const std::string &borrowe
 	if (device.irqs && (count == 0 || device.irqs->index != index || device.irqs->count != count))
 		disarm_irqs(device);
 	if (count > 0) {
-		try {
+		try { // persisted either way: a failed arm leaves the device disarmed
 			arm_irqs(device, static_cast<unsigned>(index), static_cast<std::uint32_t>(count));
 		} catch (...) {
 			persist();
