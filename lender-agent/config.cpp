@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 namespace farpass::agent {
 
@@ -26,6 +27,10 @@ template <typename T> T field(const json &config, const char *key, T fallback)
 	const auto value = config.find(key);
 	if (value == config.end())
 		return fallback;
+	// get<unsigned>() would take -4096 as 2^64 - 4096.
+	if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>)
+		if (!value->is_number_unsigned())
+			throw AgentError(ErrorCode::invalid_params, std::string("config: \"") + key + "\" has the wrong type");
 	try {
 		return value->get<T>();
 	} catch (const json::exception &) {
@@ -67,9 +72,11 @@ AgentConfig parse_config(std::string_view text)
 	if (result.bar_slot_bytes < 4096 || result.bar_slot_bytes % 4096)
 		throw AgentError(ErrorCode::invalid_params, "config: \"bar_slot_bytes\" must be a multiple of 4096");
 	result.bar_window_bytes = field(config, "bar_window_bytes", result.bar_window_bytes);
-	if (result.bar_window_bytes < 2 * 4096 || result.bar_window_bytes % 4096)
+	if (result.bar_window_bytes < 2 * 4096 || result.bar_window_bytes % 4096 || result.bar_window_bytes > (1ull << 40))
 		throw AgentError(ErrorCode::invalid_params,
-				 "config: \"bar_window_bytes\" must be a multiple of 4096, at least 8192");
+				 "config: \"bar_window_bytes\" must be a multiple of 4096, 8192 to 2^40");
+	if (result.bar_slot_bytes > result.bar_window_bytes) // also keeps slot offsets far from overflowing
+		throw AgentError(ErrorCode::invalid_params, "config: \"bar_slot_bytes\" exceeds \"bar_window_bytes\"");
 	for (const json &peer : field(config, "peers", json::array())) {
 		if (!peer.is_object())
 			throw AgentError(ErrorCode::invalid_params, "config: each peer is an object");
