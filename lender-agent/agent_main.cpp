@@ -112,7 +112,8 @@ public:
 			  },
 			  clock_, config.host, key_, static_cast<int>(config.call_timeout_ms), log_line),
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
-		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms),
+		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms,
+			  BarWindow{config.bar_slot_bytes, config.bar_window_bytes}, ntb_links(config.peers)),
 		  context_{config.host, lender_, clock_.now_ms(), config.peers,
 			   [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
 				   return call_peer(peer, method, params);
@@ -131,6 +132,7 @@ public:
 		for (const auto &[address, device] : lender_.devices())
 			log_line(LogLevel::info, "restored " + address +
 							 (device.lease ? " borrowed by " + device.lease->borrower : ""));
+		log_lender_notices();
 		tcp_ = listen_tcp(config.listen);
 		unix_ = listen_unix(config.socket);
 		sigset_t signals;
@@ -185,10 +187,17 @@ public:
 									    " expired: device unmapped, reset and free");
 				borrower_.tick();
 			}
+			log_lender_notices();
 		}
 	}
 
 private:
+	void log_lender_notices()
+	{
+		for (const std::string &notice : lender_.take_notices())
+			log_line(LogLevel::warning, notice);
+	}
+
 	int next_tick_in() const
 	{
 		const std::int64_t left = next_tick_ms_ - clock_.now_ms();

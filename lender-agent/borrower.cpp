@@ -44,6 +44,8 @@ json device_json(const AnnouncedDevice &entry)
 		      {"revision", d.revision},
 		      {"bar_sizes", d.bar_sizes},
 		      {"bar_flags", d.bar_flags},
+		      {"bar_offsets", d.bar_offsets},
+		      {"irq_slot", d.irq_slot},
 		      {"announced", entry.announced},
 		      {"withdrawing", entry.withdrawing},
 		      {"lease", nullptr}};
@@ -68,6 +70,12 @@ RemoteDevice remote_device(const json &view, const PeerAddress &peer, std::uint3
 	d.revision = view.value("revision", 0);
 	d.bar_sizes = array_of<std::uint64_t, bar_count>(view.at("bar_sizes"));
 	d.bar_flags = array_of<std::uint32_t, bar_count>(view.value("bar_flags", json::array()));
+	// A lender before uapi 2 places nothing: no BAR is mapped, slot 0.
+	d.bar_offsets = array_of<std::uint64_t, bar_count>(view.value("bar_offsets", json::array()));
+	const auto mapped = array_of<bool, bar_count>(view.value("bar_mapped", json::array()));
+	for (std::size_t bar = 0; bar < bar_count; bar++)
+		d.bar_flags[bar] = (d.bar_flags[bar] & ~bar_mapped) | (mapped[bar] ? bar_mapped : 0);
+	d.irq_slot = view.value("irq_slot", 0u);
 	return d;
 }
 
@@ -120,6 +128,8 @@ void Borrower::restore()
 			d.revision = saved.at("revision");
 			d.bar_sizes = array_of<std::uint64_t, bar_count>(saved.at("bar_sizes"));
 			d.bar_flags = array_of<std::uint32_t, bar_count>(saved.at("bar_flags"));
+			d.bar_offsets = array_of<std::uint64_t, bar_count>(saved.value("bar_offsets", json::array()));
+			d.irq_slot = saved.value("irq_slot", 0u);
 			entry.announced = saved.at("announced");
 			entry.withdrawing = saved.at("withdrawing");
 			if (!saved.at("lease").is_null()) // renewed at once: the restart may have taken a while
@@ -318,14 +328,9 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 			return device->lease->id;
 		};
 		switch (static_cast<UpcallOp>(upcall.op)) {
-		case UpcallOp::borrow: {
-			const json result = call_lender(*device, "lease.acquire", {{"pci", pci}});
-			const std::int64_t lease_ms = result.at("lease_ms");
-			device->lease = BorrowedLease{result.at("lease"), lease_ms, clock_.now_ms() + lease_ms / 3};
-			persist();
-			log_(LogLevel::info, "borrower: borrowed " + key_of(device->device.lender_host, pci));
+		case UpcallOp::borrow:
+			borrow(*device);
 			break;
-		}
 		case UpcallOp::give_back:
 			if (device->lease) {
 				try {
@@ -355,6 +360,10 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 		case UpcallOp::reset:
 			call_lender(*device, "device.reset", {{"pci", pci}, {"lease", lease_id()}});
 			break;
+		case UpcallOp::set_irqs:
+			call_lender(*device, "irq.set",
+				    {{"pci", pci}, {"lease", lease_id()}, {"index", upcall.args[1]}, {"count", upcall.args[2]}});
+			break;
 		default:
 			reply.error = -EOPNOTSUPP;
 			break;
@@ -368,6 +377,47 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 		reply.error = -EIO;
 	}
 	return reply;
+}
+
+void Borrower::borrow(AnnouncedDevice &device)
+{
+	const std::string &pci = device.device.pci_address;
+	const std::string key = key_of(device.device.lender_host, pci);
+	const json result = call_lender(device, "lease.acquire", {{"pci", pci}});
+	const std::int64_t lease_ms = result.at("lease_ms");
+	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.now_ms() + lease_ms / 3};
+	persist();
+	if (!result.value("data_path", false)) {
+		log_(LogLevel::info, "borrower: borrowed " + key + " without data path (the lender maps no BARs towards us)");
+		return;
+	}
+	// The guest's RAM, as this host's kernel laid it out in the link's DMA window, mapped by the lender
+	// at IOVA = guest-physical address: all of it or no borrow.
+	try {
+		std::vector<DmaSlot> slots;
+		try {
+			slots = kernel_.dma_layout(device.device.id);
+		} catch (const AgentError &e) {
+			if (e.error_number() != ENOTTY && e.error_number() != EOPNOTSUPP)
+				throw;
+			log_(LogLevel::info, "borrower: borrowed " + key + " without DMA window: " + e.what());
+			return;
+		}
+		for (const DmaSlot &slot : slots)
+			call_lender(device, "dma.map",
+				    {{"pci", pci}, {"lease", device.lease->id}, {"iova", slot.gpa}, {"size", slot.size},
+				     {"window_offset", slot.offset}});
+		log_(LogLevel::info, "borrower: borrowed " + key + " (" + std::to_string(slots.size()) + " DMA slot(s) mapped)");
+	} catch (const std::exception &) {
+		try { // the lender unmaps what was mapped when the lease ends
+			call_lender(device, "lease.release", {{"pci", pci}, {"lease", device.lease->id}});
+		} catch (const AgentError &e) {
+			log_(LogLevel::warning, "borrower: releasing the failed borrow of " + key + ": " + e.what());
+		}
+		device.lease.reset();
+		persist();
+		throw;
+	}
 }
 
 json Borrower::view() const

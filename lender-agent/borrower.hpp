@@ -8,8 +8,12 @@
 //   <state_dir>/borrower.json so it never changes on this host.
 // - A device its lender no longer lists is withdrawn (retried while an instance holds it); an
 //   unreachable lender changes nothing (its devices stay announced until it answers again).
-// - Upcalls: borrow -> lease.acquire, give_back -> lease.release, config_read/config_write/reset ->
-//   device.*; the reply carries 0 or a negative errno. Held leases are renewed every lease_ms / 3.
+// - Upcalls: borrow -> lease.acquire, then (if the lease has a data path) this host's DMA layout of the
+//   borrow and dma.map of each slot (a failure releases the lease: no borrow); give_back ->
+//   lease.release (the lender tears the data path down); set_irqs -> irq.set;
+//   config_read/config_write/reset -> device.*; the reply carries 0 or a negative errno. Held leases
+//   are renewed every lease_ms / 3.
+// - Devices are announced with the lender's BAR window offsets and irq slot (device.list).
 #pragma once
 
 #include "clock.hpp"
@@ -68,6 +72,7 @@ private:
 	void refresh_peer(const PeerAddress &peer);
 	void reconcile();
 	void renew_due();
+	void borrow(AnnouncedDevice &device);
 	AnnouncedDevice *by_id(std::uint32_t id);
 	const PeerAddress &lender_of(const AnnouncedDevice &device) const;
 	nlohmann::json call_lender(const AnnouncedDevice &device, std::string_view method, nlohmann::json params);

@@ -1,6 +1,7 @@
 #include "cli.hpp"
 
 #include "errors.hpp"
+#include "kernel_port.hpp"
 #include "pci_address.hpp"
 
 #include <cstdio>
@@ -93,7 +94,16 @@ void print_text(std::ostream &out, std::string_view command, const json &result)
 			    << peer.at("error").get<std::string>() << ")\n";
 	} else if (command == "lend") {
 		out << "lent " << result.at("pci").get<std::string>() << " (" << hex4(result.at("vendor")) << ":"
-		    << hex4(result.at("device")) << ") from " << result.at("host").get<std::string>() << "\n";
+		    << hex4(result.at("device")) << ") from " << result.at("host").get<std::string>() << ", slot "
+		    << result.at("irq_slot") << "\n";
+		// A memory BAR left out of the BAR window is unreachable for borrowers: say so at once.
+		std::string unmapped;
+		const json &sizes = result.at("bar_sizes"), &flags = result.at("bar_flags"), &mapped = result.at("bar_mapped");
+		for (std::size_t bar = 0; bar < sizes.size() && bar < mapped.size(); bar++)
+			if (sizes[bar] != 0 && !(flags[bar].get<std::uint32_t>() & bar_io) && !mapped[bar].get<bool>())
+				unmapped += (unmapped.empty() ? "" : ", ") + std::to_string(bar) + " (" + size_text(sizes[bar]) + ")";
+		if (!unmapped.empty())
+			out << "not in the BAR window (does not fit the slot): BAR " << unmapped << "\n";
 	} else if (command == "borrows") {
 		std::vector<std::vector<std::string>> rows = {{"PCI", "BORROWER", "EXPIRES IN"}};
 		for (const json &lease : result.at("leases")) {

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 namespace farpass::agent {
 
@@ -26,6 +27,10 @@ template <typename T> T field(const json &config, const char *key, T fallback)
 	const auto value = config.find(key);
 	if (value == config.end())
 		return fallback;
+	// get<unsigned>() would take -4096 as 2^64 - 4096.
+	if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>)
+		if (!value->is_number_unsigned())
+			throw AgentError(ErrorCode::invalid_params, std::string("config: \"") + key + "\" has the wrong type");
 	try {
 		return value->get<T>();
 	} catch (const json::exception &) {
@@ -43,7 +48,7 @@ AgentConfig parse_config(std::string_view text)
 	for (const auto &[key, value] : config.items())
 		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&
 		    key != "cluster_key" && key != "lease_ms" && key != "peers" && key != "poll_ms" && key != "device" &&
-		    key != "call_timeout_ms")
+		    key != "call_timeout_ms" && key != "bar_slot_bytes" && key != "bar_window_bytes")
 			throw AgentError(ErrorCode::invalid_params, "config: unknown key \"" + key + "\"");
 	AgentConfig result;
 	result.host = field<std::string>(config, "host", "");
@@ -63,6 +68,15 @@ AgentConfig parse_config(std::string_view text)
 	if (result.call_timeout_ms < 100 || result.call_timeout_ms > 60'000)
 		throw AgentError(ErrorCode::invalid_params, "config: \"call_timeout_ms\" must be 100 to 60000");
 	result.device = field(config, "device", result.device);
+	result.bar_slot_bytes = field(config, "bar_slot_bytes", result.bar_slot_bytes);
+	if (result.bar_slot_bytes < 4096 || result.bar_slot_bytes % 4096)
+		throw AgentError(ErrorCode::invalid_params, "config: \"bar_slot_bytes\" must be a multiple of 4096");
+	result.bar_window_bytes = field(config, "bar_window_bytes", result.bar_window_bytes);
+	if (result.bar_window_bytes < 2 * 4096 || result.bar_window_bytes % 4096 || result.bar_window_bytes > (1ull << 40))
+		throw AgentError(ErrorCode::invalid_params,
+				 "config: \"bar_window_bytes\" must be a multiple of 4096, 8192 to 2^40");
+	if (result.bar_slot_bytes > result.bar_window_bytes) // also keeps slot offsets far from overflowing
+		throw AgentError(ErrorCode::invalid_params, "config: \"bar_slot_bytes\" exceeds \"bar_window_bytes\"");
 	for (const json &peer : field(config, "peers", json::array())) {
 		if (!peer.is_object())
 			throw AgentError(ErrorCode::invalid_params, "config: each peer is an object");

@@ -21,6 +21,10 @@ struct AgentConfig {
 	std::int64_t poll_ms = 5'000; // how often a borrower asks its lenders for their devices
 	std::int64_t call_timeout_ms = 1'500; // bound of one call to a peer (below the kernel's upcall timeout)
 	std::string device = "/dev/farpass";
+	// The link's BAR window (the NTB's inbound window FARPASS_MW_BAR; its last page is the kernel's):
+	// lent device s places its memory BARs in [s * bar_slot_bytes, (s + 1) * bar_slot_bytes).
+	std::uint64_t bar_slot_bytes = 4ull << 20;
+	std::uint64_t bar_window_bytes = (64ull << 20) - 4096; // ntb_hw_epf's MW1 in the rig
 	std::vector<PeerAddress> peers;
 };
 

@@ -2,7 +2,7 @@
 
 #include "errors.hpp"
 
-#include <uapi/farpass.h>
+#include "farpass_uapi.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -11,8 +11,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace farpass::agent {
+
+// kernel_port.hpp repeats these so that code above the port needs no uapi header.
+static_assert(bar_io == FARPASS_BAR_IO && bar_mem64 == FARPASS_BAR_MEM64 && bar_prefetch == FARPASS_BAR_PREFETCH &&
+	      bar_mapped == FARPASS_BAR_MAPPED && bar_count == FARPASS_NUM_BARS);
+static_assert(irq_slots == FARPASS_IRQ_SLOTS && irq_vectors == FARPASS_IRQ_VECTORS);
 
 namespace {
 
@@ -25,6 +31,9 @@ const char *command_name(unsigned command)
 	case FARPASS_CMD_UPCALL_GET: return "UPCALL_GET";
 	case FARPASS_CMD_UPCALL_REPLY: return "UPCALL_REPLY";
 	case FARPASS_CMD_OUTBOUND_WINDOW: return "OUTBOUND_WINDOW";
+	case FARPASS_CMD_DMA_LAYOUT: return "DMA_LAYOUT";
+	case FARPASS_CMD_BAR_MAP: return "BAR_MAP";
+	case FARPASS_CMD_IRQ_BRIDGE: return "IRQ_BRIDGE";
 	default: return "unknown ioctl";
 	}
 }
@@ -80,24 +89,38 @@ std::string farpass_errno_text(unsigned command, int error_number)
 {
 	const std::string name = ::strerrorname_np(error_number) ? ::strerrorname_np(error_number) : "E?";
 	std::string meaning;
+	const bool data_path = command == FARPASS_CMD_DMA_LAYOUT || command == FARPASS_CMD_BAR_MAP ||
+			       command == FARPASS_CMD_IRQ_BRIDGE;
 	switch (error_number) {
 	case EPROTO: meaning = "VERSION was not negotiated on this file"; break;
 	case EPROTONOSUPPORT: meaning = "the kernel speaks another uapi version"; break;
-	case EINVAL: meaning = "the kernel refused the arguments (argsz, flags, names or BARs)"; break;
+	case EINVAL: meaning = "the kernel refused the arguments (argsz, flags, names, BARs, sizes or offsets)"; break;
 	case E2BIG: meaning = "the kernel does not know this struct's newer fields"; break;
 	case ENOTTY: meaning = "the kernel does not know this ioctl"; break;
-	case EOPNOTSUPP: meaning = "the kernel does not serve this (no FARPASS_FEAT_UPCALLS)"; break;
+	case EOPNOTSUPP:
+		meaning = data_path ? "the kernel has no data path (no FARPASS_FEAT_DATA_PATH: the NTB has no IOMMU domain)"
+				    : "the kernel does not serve this (no FARPASS_FEAT_UPCALLS)";
+		break;
 	case EPERM:
+		meaning = command == FARPASS_CMD_BAR_MAP ? "the device is not bound to vfio-pci" : "needs root with CAP_SYS_ADMIN";
+		break;
 	case EACCES: meaning = "needs root with CAP_SYS_ADMIN"; break;
 	case ENOENT:
 		meaning = command == FARPASS_CMD_UPCALL_REPLY ? "no such pending request (answered too late?)"
-							       : "no such announced device id";
+			  : command == FARPASS_CMD_BAR_MAP    ? "that BAR is not mapped there"
+							      : "no such announced device id";
 		break;
-	case EEXIST: meaning = "the device id is in use (maybe by a withdrawal still pending)"; break;
-	case ENODEV: meaning = "no such NTB bound to farpass"; break;
+	case EEXIST:
+		meaning = command == FARPASS_CMD_BAR_MAP ? "overlaps a mapping in the BAR window"
+							 : "the device id is in use (maybe by a withdrawal still pending)";
+		break;
+	case ENODEV: meaning = command == FARPASS_CMD_BAR_MAP ? "no such NTB or PCI device" : "no such NTB bound to farpass"; break;
 	case ENOLINK: meaning = "the NTB link is down"; break;
 	case ENOSPC: meaning = "the kernel's table of announced devices is full"; break;
 	case EBUSY: meaning = "an mdev instance of the type exists"; break;
+	case ERANGE: meaning = "outside the link's BAR window (or on its reserved last page)"; break;
+	case EBADF: meaning = "a descriptor that is not an eventfd"; break;
+	case ENODATA: meaning = "no instance of the device is borrowing it now"; break;
 	default: meaning = std::strerror(error_number); break;
 	}
 	return std::string(command_name(command)) + ": " + name + ": " + meaning;
@@ -171,9 +194,16 @@ bool FarpassKernelPort::announce(const RemoteDevice &device)
 	copy_name(announce.lender, device.lender_host, "lender host name");
 	copy_name(announce.lender_addr, device.pci_address, "lender PCI address");
 	copy_name(announce.ntb, device.ntb, "NTB PCI name");
+	announce.irq_slot = device.irq_slot;
+	// Without a data path this host cannot reach the link's BAR window, so no BAR claims a place in it
+	// (and a kernel from before the data path refuses the flag).
+	file(); // VERSION first: it tells the features
+	const bool data_path = features_ & FARPASS_FEAT_DATA_PATH;
 	for (std::size_t bar = 0; bar < bar_count; bar++) {
+		const bool mapped = data_path && (device.bar_flags[bar] & FARPASS_BAR_MAPPED);
 		announce.bars[bar].size = device.bar_sizes[bar];
-		announce.bars[bar].flags = device.bar_flags[bar];
+		announce.bars[bar].flags = device.bar_flags[bar] & ~(mapped ? 0u : FARPASS_BAR_MAPPED);
+		announce.bars[bar].win_offset = mapped ? device.bar_offsets[bar] : 0;
 	}
 	call(FARPASS_CMD_ANNOUNCE_DEVICE, FARPASS_IOCTL_ANNOUNCE_DEVICE, &announce,
 	     "announcing " + device.lender_host + " " + device.pci_address + " as id " + std::to_string(device.id));
@@ -188,6 +218,18 @@ bool FarpassKernelPort::withdraw(std::uint32_t device_id)
 	call(FARPASS_CMD_WITHDRAW_DEVICE, FARPASS_IOCTL_WITHDRAW_DEVICE, &withdraw,
 	     "withdrawing id " + std::to_string(device_id));
 	return withdraw.flags & FARPASS_WITHDRAW_F_PENDING;
+}
+
+std::vector<DmaSlot> FarpassKernelPort::dma_layout(std::uint32_t device_id)
+{
+	farpass_dma_layout layout{};
+	layout.argsz = sizeof(layout);
+	layout.device_id = device_id;
+	call(FARPASS_CMD_DMA_LAYOUT, FARPASS_IOCTL_DMA_LAYOUT, &layout, "DMA layout of id " + std::to_string(device_id));
+	std::vector<DmaSlot> slots;
+	for (std::uint32_t i = 0; i < layout.nr_slots && i < FARPASS_DMA_SLOTS; i++)
+		slots.push_back({layout.slots[i].gpa, layout.slots[i].size, layout.slots[i].offset});
+	return slots;
 }
 
 int FarpassKernelPort::upcall_fd() const
@@ -265,6 +307,43 @@ std::span<std::byte> FarpassKernelPort::outbound_window(const std::string &borro
 				 "mmap of outbound window " + std::to_string(best.mw) + " of NTB " + ntb + ": " +
 					 farpass_errno_text(FARPASS_CMD_OUTBOUND_WINDOW, error));
 	return windows_.emplace(ntb, std::move(mapping)).first->second->window();
+}
+
+void FarpassKernelPort::bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
+				std::uint64_t size, bool unmap)
+{
+	farpass_bar_map map{};
+	map.argsz = sizeof(map);
+	map.flags = unmap ? FARPASS_BAR_MAP_F_UNMAP : 0;
+	copy_name(map.ntb, ntb, "NTB PCI name");
+	copy_name(map.pci, pci, "PCI name");
+	map.bar = bar;
+	map.win_offset = win_offset;
+	map.size = size;
+	call(FARPASS_CMD_BAR_MAP, FARPASS_IOCTL_BAR_MAP, &map,
+	     std::string(unmap ? "unmapping" : "mapping") + " BAR " + std::to_string(bar) + " of " + pci + " at " +
+		     std::to_string(win_offset) + " of NTB " + ntb + "'s BAR window");
+}
+
+void FarpassKernelPort::irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start,
+				   std::span<const int> fds)
+{
+	// The struct ends in a flexible array: one buffer of argsz bytes, as the kernel reads it.
+	const std::size_t argsz = sizeof(farpass_irq_bridge) + fds.size() * sizeof(__s32);
+	std::vector<std::uint64_t> buffer((argsz + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t));
+	auto *bridge = reinterpret_cast<farpass_irq_bridge *>(buffer.data());
+	bridge->argsz = static_cast<__u32>(argsz);
+	bridge->flags = fds.empty() ? FARPASS_IRQ_BRIDGE_F_CLEAR : 0;
+	copy_name(bridge->ntb, ntb, "NTB PCI name");
+	bridge->irq_slot = slot;
+	bridge->start = start;
+	bridge->count = static_cast<__u32>(fds.size());
+	for (std::size_t i = 0; i < fds.size(); i++)
+		bridge->fds[i] = fds[i];
+	call(FARPASS_CMD_IRQ_BRIDGE, FARPASS_IOCTL_IRQ_BRIDGE, bridge,
+	     (fds.empty() ? "clearing interrupt slot " + std::to_string(slot)
+			  : "relaying " + std::to_string(fds.size()) + " vector(s) of interrupt slot " + std::to_string(slot)) +
+		     " on NTB " + ntb);
 }
 
 } // namespace farpass::agent

@@ -82,12 +82,16 @@ public:
 	std::string unavailable_reason() const override { return reason_; }
 	bool announce(const RemoteDevice &device) override;
 	bool withdraw(std::uint32_t device_id) override;
+	std::vector<DmaSlot> dma_layout(std::uint32_t device_id) override;
 	int upcall_fd() const override;
 	std::optional<Upcall> next_upcall() override;
 	void complete(std::uint64_t seq, const UpcallReply &reply) override;
 	// The largest outbound window of the NTB towards borrower_host, mmapped once (FARPASS_IOCTL_OUTBOUND_WINDOW
 	// + mmap) and kept for the port's life: VFIO DMA mappings point into it.
 	std::span<std::byte> outbound_window(const std::string &borrower_host) override;
+	void bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
+		     std::uint64_t size, bool unmap) override;
+	void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start, std::span<const int> fds) override;
 
 	std::uint32_t kernel_version() const { return kernel_version_; }
 	std::uint64_t features() const { return features_; }

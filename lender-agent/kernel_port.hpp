@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace farpass::agent {
 
@@ -17,6 +18,10 @@ inline constexpr std::size_t bar_count = 6;
 inline constexpr std::uint32_t bar_io = 1u << 0;
 inline constexpr std::uint32_t bar_mem64 = 1u << 1;
 inline constexpr std::uint32_t bar_prefetch = 1u << 2;
+inline constexpr std::uint32_t bar_mapped = 1u << 3; // placed at its bar_offsets entry of the link's BAR window
+
+inline constexpr std::uint32_t irq_slots = 16;	  // FARPASS_IRQ_SLOTS: lent devices per link with interrupts
+inline constexpr std::uint32_t irq_vectors = 2048; // FARPASS_IRQ_VECTORS: vectors per device
 
 // A device lent by another host, as this host's kernel presents it: one mdev type on the NTB towards
 // its lender.
@@ -33,10 +38,26 @@ struct RemoteDevice {
 	std::uint8_t revision = 0;
 	std::array<std::uint64_t, bar_count> bar_sizes{};
 	std::array<std::uint32_t, bar_count> bar_flags{};
+	std::array<std::uint64_t, bar_count> bar_offsets{}; // in the link's BAR window, where bar_mapped
+	std::uint32_t irq_slot = 0; // the lender's slot of the device (its interrupt mailbox slot)
+};
+
+// One guest RAM range of a borrow's DMA window (struct farpass_dma_slot).
+struct DmaSlot {
+	std::uint64_t gpa = 0; // = the lender's IOVA
+	std::uint64_t size = 0;
+	std::uint64_t offset = 0; // in the link's DMA window
 };
 
 // enum farpass_upcall_op
-enum class UpcallOp : std::uint32_t { borrow = 1, give_back = 2, config_read = 3, config_write = 4, reset = 5 };
+enum class UpcallOp : std::uint32_t {
+	borrow = 1,
+	give_back = 2,
+	config_read = 3,
+	config_write = 4,
+	reset = 5,
+	set_irqs = 6,
+};
 
 // A request from this host's kernel that only the lender can answer (the FUSE model: the kernel queues
 // it with a deadline, the agent completes it, and the kernel fails it with ETIMEDOUT if the agent never
@@ -65,9 +86,13 @@ public:
 	virtual std::string unavailable_reason() const = 0;
 
 	// Borrower role. Both return true when the kernel deferred the change (*_F_PENDING: an instance
-	// exists on that NTB). Failures throw AgentError(system_error) with the ioctl's errno.
+	// exists on that NTB). Failures throw AgentError(system_error) with the ioctl's errno. A kernel
+	// without the data path gets no bar_mapped flags (nor offsets).
 	virtual bool announce(const RemoteDevice &device) = 0;
 	virtual bool withdraw(std::uint32_t device_id) = 0;
+	// Where the guest RAM of the VFIO user borrowing device_id sits in the link's DMA window (built by
+	// the kernel before its BORROW upcall).
+	virtual std::vector<DmaSlot> dma_layout(std::uint32_t device_id) = 0;
 
 	// Upcalls: a descriptor that polls readable while requests are queued (-1 while the kernel serves
 	// none), the next request if any (never blocks), and its completion.
@@ -78,6 +103,15 @@ public:
 	// Lender role: this host's mapping of the NTB outbound window towards the borrower, into which the
 	// lender maps the device's DMA (IOVA = guest-physical address, target = window offset).
 	virtual std::span<std::byte> outbound_window(const std::string &borrower_host) = 0;
+	// Lender role, the data path (FARPASS_FEAT_DATA_PATH; a kernel without it fails with EOPNOTSUPP, an
+	// older one with ENOTTY). Exposes (or, unmap, hides) `size` bytes of memory BAR `bar` of the lent
+	// device `pci` at `win_offset` of the BAR window of this host's NTB `ntb`.
+	virtual void bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
+			     std::uint64_t size, bool unmap) = 0;
+	// Relays eventfds fds[i] as vectors start + i of `slot` to the peer of `ntb`; no fds clears the slot.
+	// The kernel keeps its own references: the caller may close them afterwards.
+	virtual void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start,
+				std::span<const int> fds) = 0;
 };
 
 } // namespace farpass::agent

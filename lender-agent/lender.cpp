@@ -2,8 +2,13 @@
 
 #include "auth.hpp"
 #include "errors.hpp"
+#include "fd.hpp"
+
+#include <sys/eventfd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <functional>
 
 namespace farpass::agent {
 
@@ -13,6 +18,16 @@ using nlohmann::json;
 
 constexpr int state_version = 1;
 constexpr std::uint32_t config_space_size = 4096;
+constexpr std::uint64_t page_size = 4096;
+constexpr std::uint64_t huge_page = 2ull << 20; // the largest alignment a BAR needs for large IOMMU pages
+constexpr unsigned last_irq_index = 2; // VFIO_PCI_MSIX_IRQ_INDEX (INTx 0, MSI 1, MSI-X 2)
+
+// A kernel without the data path: EOPNOTSUPP (no IOMMU domain on the NTB) or ENOTTY (before uapi 2).
+bool no_data_path(const AgentError &error)
+{
+	return error.code() == ErrorCode::system_error &&
+	       (error.error_number() == EOPNOTSUPP || error.error_number() == ENOTTY);
+}
 
 void check_config_access(std::uint32_t offset, unsigned width)
 {
@@ -32,19 +47,51 @@ json device_state(const LentDevice &device)
 		      {"device", device.info.device},
 		      {"bar_sizes", device.info.bar_sizes},
 		      {"iommu_group", device.info.iommu_group},
+		      {"slot", device.slot},
 		      {"lease", nullptr}};
-	if (device.lease)
+	if (device.lease) {
+		json dma = json::array();
+		for (const DmaMapping &m : device.dma_mappings)
+			dma.push_back({{"iova", m.iova}, {"size", m.size}, {"window_offset", m.window_offset}});
 		state["lease"] = {{"id", device.lease->id},
 				  {"borrower", device.lease->borrower},
-				  {"expires_at_ms", device.lease->expires_at_ms}};
+				  {"expires_at_ms", device.lease->expires_at_ms},
+				  {"dma", dma},
+				  {"irqs", nullptr}};
+		if (device.irqs)
+			state["lease"]["irqs"] = {{"index", device.irqs->index}, {"count", device.irqs->count}};
+	}
 	return state;
 }
 
 } // namespace
 
+BarPlacement place_bars(std::uint32_t slot, const std::vector<std::uint64_t> &bar_sizes,
+			const std::vector<std::uint32_t> &bar_flags, const BarWindow &window)
+{
+	BarPlacement placement;
+	const std::uint64_t start = std::uint64_t(slot) * window.slot_bytes;
+	const std::uint64_t end = std::min(start + window.slot_bytes, window.window_bytes - page_size);
+	std::uint64_t next = start;
+	for (std::size_t bar = 0; bar < bar_count && bar < bar_sizes.size(); bar++) {
+		const std::uint64_t size = bar_sizes[bar];
+		if (size < page_size || (bar < bar_flags.size() && (bar_flags[bar] & bar_io)))
+			continue;
+		const std::uint64_t align = std::clamp(size, page_size, huge_page);
+		const std::uint64_t offset = (next + align - 1) / align * align;
+		if (offset >= end || size > end - offset)
+			continue; // a smaller BAR after it may still fit
+		placement.offsets[bar] = offset;
+		placement.placed[bar] = true;
+		next = offset + size;
+	}
+	return placement;
+}
+
 Lender::Lender(Sysfs &sysfs, Vfio &vfio, KernelPort &kernel, const Clock &clock, const StateStore &store,
-	       std::int64_t lease_ms)
-	: sysfs_(sysfs), vfio_(vfio), kernel_(kernel), clock_(clock), store_(store), lease_ms_(lease_ms)
+	       std::int64_t lease_ms, BarWindow window, std::map<std::string, std::string> links)
+	: sysfs_(sysfs), vfio_(vfio), kernel_(kernel), clock_(clock), store_(store), lease_ms_(lease_ms),
+	  window_(window), links_(std::move(links))
 {
 }
 
@@ -65,7 +112,13 @@ std::vector<std::string> Lender::restore()
 				gone.push_back(address);
 				continue;
 			}
-			LentDevice device{address, sysfs_.pci_device(address), std::nullopt, {}, nullptr};
+			LentDevice device{address, sysfs_.pci_device(address), std::nullopt, {}, nullptr, 0, {}};
+			device.slot = saved.contains("slot") ? saved["slot"].get<std::uint32_t>() : free_slot();
+			if (device.slot >= irq_slots)
+				throw AgentError(ErrorCode::internal_error, "state file: slot " + std::to_string(device.slot) +
+										    " of " + address + " is not below " +
+										    std::to_string(irq_slots));
+			device.bars = place_bars(device.slot, device.info.bar_sizes, device.info.bar_flags, window_);
 			// While this agent was down its borrowers could not renew: a restored lease gets a
 			// full lease time from now, so the lender's own downtime never takes a device away.
 			if (!saved.at("lease").is_null())
@@ -74,13 +127,21 @@ std::vector<std::string> Lender::restore()
 							      clock_.now_ms() + lease_ms_)};
 			sysfs_.bind_to_vfio(address);
 			device.vfio = vfio_.open(address, device.info.iommu_group);
-			devices_.emplace(address, std::move(device));
+			LentDevice &restored = devices_.emplace(address, std::move(device)).first->second;
+			if (!restored.lease)
+				continue;
+			std::vector<DmaMapping> dma; // a state file from before the data path has neither
+			for (const json &m : saved["lease"].value("dma", json::array()))
+				dma.push_back({m.at("iova"), m.at("size"), m.at("window_offset")});
+			std::optional<IrqSetting> irqs;
+			if (const json saved_irqs = saved["lease"].value("irqs", json()); !saved_irqs.is_null())
+				irqs = IrqSetting{saved_irqs.at("index"), saved_irqs.at("count")};
+			restore_data_path(restored, dma, irqs);
 		}
 	} catch (const json::exception &e) {
 		throw AgentError(ErrorCode::internal_error, std::string("malformed state file: ") + e.what());
 	}
-	if (!gone.empty())
-		persist();
+	persist(); // what could not be restored is gone from the state too
 	return gone;
 }
 
@@ -88,7 +149,14 @@ const LentDevice &Lender::lend(const std::string &pci_address)
 {
 	if (devices_.count(pci_address))
 		throw AgentError(ErrorCode::already_lent, pci_address + " is already lent");
-	LentDevice device{pci_address, sysfs_.pci_device(pci_address), std::nullopt, {}, nullptr};
+	LentDevice device{pci_address, sysfs_.pci_device(pci_address), std::nullopt, {}, nullptr, 0, {}};
+	device.slot = free_slot();
+	device.bars = place_bars(device.slot, device.info.bar_sizes, device.info.bar_flags, window_);
+	for (std::size_t bar = 0; bar < bar_count; bar++)
+		if (device.info.bar_sizes[bar] && !device.bars.placed[bar] && !(device.info.bar_flags[bar] & bar_io))
+			notices_.push_back(pci_address + ": BAR " + std::to_string(bar) + " (" +
+					   std::to_string(device.info.bar_sizes[bar]) + " bytes) does not fit in slot " +
+					   std::to_string(device.slot) + " of the BAR window: not mapped");
 	sysfs_.bind_to_vfio(pci_address);
 	try {
 		device.vfio = vfio_.open(pci_address, device.info.iommu_group);
@@ -120,8 +188,10 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 	LentDevice &device = find(pci_address);
 	if (device.lease && device.lease->borrower != borrower)
 		throw AgentError(ErrorCode::device_busy, pci_address + " is borrowed by " + device.lease->borrower);
-	if (!device.lease)
+	if (!device.lease) {
+		map_bars(device, borrower, false);
 		device.lease = Lease{to_hex(random_bytes(8)), borrower, 0};
+	}
 	device.lease->expires_at_ms = clock_.now_ms() + lease_ms_;
 	persist();
 	return *device.lease;
@@ -189,15 +259,8 @@ void Lender::reset(const std::string &pci_address, const std::string &borrower, 
 void Lender::map_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
 		     std::uint64_t iova, std::uint64_t size, std::uint64_t window_offset)
 {
-	LentDevice &device = holder_device(pci_address, borrower, lease_id);
-	const std::span<std::byte> window = kernel_.outbound_window(borrower);
-	if (size == 0 || window_offset > window.size() || size > window.size() - window_offset)
-		throw AgentError(ErrorCode::invalid_params, "DMA window range [" + std::to_string(window_offset) +
-								    ", +" + std::to_string(size) +
-								    ") is empty or outside the " +
-								    std::to_string(window.size()) + "-byte window");
-	device.vfio->map_dma(iova, size, reinterpret_cast<std::uint64_t>(window.data() + window_offset));
-	device.dma_mappings.push_back({iova, size});
+	add_dma(holder_device(pci_address, borrower, lease_id), {iova, size, window_offset});
+	persist();
 }
 
 void Lender::unmap_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
@@ -213,6 +276,69 @@ void Lender::unmap_dma(const std::string &pci_address, const std::string &borrow
 								    " bytes at IOVA " + std::to_string(iova));
 	device.vfio->unmap_dma(iova, size);
 	mappings.erase(mapping);
+	persist();
+}
+
+void Lender::set_irqs(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
+		      std::uint64_t index, std::uint64_t count)
+{
+	if (index > last_irq_index)
+		throw AgentError(ErrorCode::invalid_params, "IRQ index " + std::to_string(index) +
+								    " is not INTx (0), MSI (1) or MSI-X (2)");
+	if (count > (index == 0 ? 1 : irq_vectors))
+		throw AgentError(ErrorCode::invalid_params, std::to_string(count) + " vectors are too many for IRQ index " +
+								    std::to_string(index));
+	LentDevice &device = holder_device(pci_address, borrower, lease_id);
+	if (device.data_path_ntb.empty())
+		throw AgentError(ErrorCode::system_error, EOPNOTSUPP,
+				 "the lease on " + pci_address + " has no data path: no interrupt relay");
+	// VFIO changes the vector count or index of an armed device only from disarmed.
+	if (device.irqs && (count == 0 || device.irqs->index != index || device.irqs->count != count))
+		disarm_irqs(device);
+	if (count > 0) {
+		try { // persisted either way: a failed arm leaves the device disarmed
+			arm_irqs(device, static_cast<unsigned>(index), static_cast<std::uint32_t>(count));
+		} catch (...) {
+			persist();
+			throw;
+		}
+	}
+	persist();
+}
+
+void Lender::add_dma(LentDevice &device, const DmaMapping &mapping)
+{
+	const std::span<std::byte> window = kernel_.outbound_window(device.lease->borrower);
+	if (mapping.size == 0 || mapping.window_offset > window.size() || mapping.size > window.size() - mapping.window_offset)
+		throw AgentError(ErrorCode::invalid_params, "DMA window range [" + std::to_string(mapping.window_offset) +
+								    ", +" + std::to_string(mapping.size) +
+								    ") is empty or outside the " +
+								    std::to_string(window.size()) + "-byte window");
+	device.vfio->map_dma(mapping.iova, mapping.size,
+			     reinterpret_cast<std::uint64_t>(window.data() + mapping.window_offset));
+	device.dma_mappings.push_back(mapping);
+}
+
+void Lender::arm_irqs(LentDevice &device, unsigned index, std::uint32_t count)
+{
+	std::vector<Fd> eventfds;
+	std::vector<int> fds;
+	for (std::uint32_t i = 0; i < count; i++) {
+		eventfds.emplace_back(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+		if (eventfds.back().get() < 0)
+			throw_system_error("eventfd for vector " + std::to_string(i) + " of " + device.pci_address);
+		fds.push_back(eventfds.back().get());
+	}
+	device.vfio->set_irqs(index, fds);
+	try {
+		kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, fds);
+	} catch (...) {
+		device.vfio->set_irqs(index, {});
+		device.irqs.reset();
+		throw;
+	}
+	// VFIO and the kernel hold their own references to the eventfds: ours close here.
+	device.irqs = IrqSetting{index, count};
 }
 
 LentDevice &Lender::find(const std::string &pci_address)
@@ -235,13 +361,110 @@ LentDevice &Lender::holder_device(const std::string &pci_address, const std::str
 	return device;
 }
 
+void Lender::map_bars(LentDevice &device, const std::string &borrower, bool restoring)
+{
+	device.data_path_ntb.clear();
+	const auto link = links_.find(borrower);
+	if (link == links_.end()) {
+		notices_.push_back("lease of " + device.pci_address + " by " + borrower +
+				   " has no data path: no \"ntb\" configured towards " + borrower);
+		return;
+	}
+	std::vector<std::size_t> mapped;
+	for (std::size_t bar = 0; bar < bar_count; bar++) {
+		if (!device.bars.placed[bar])
+			continue;
+		try {
+			kernel_.bar_map(link->second, device.pci_address, static_cast<unsigned>(bar), device.bars.offsets[bar],
+					device.info.bar_sizes[bar], false);
+		} catch (const AgentError &e) {
+			if (restoring && e.error_number() == EEXIST) // mapped by the agent before this one
+				continue;
+			if (mapped.empty() && no_data_path(e)) {
+				notices_.push_back("lease of " + device.pci_address + " by " + borrower +
+						   " has no data path: " + e.what());
+				return;
+			}
+			for (const std::size_t done : mapped)
+				attempt("unmapping BAR " + std::to_string(done) + " of " + device.pci_address, [&] {
+					kernel_.bar_map(link->second, device.pci_address, static_cast<unsigned>(done),
+							device.bars.offsets[done], device.info.bar_sizes[done], true);
+				});
+			throw;
+		}
+		mapped.push_back(bar);
+	}
+	device.data_path_ntb = link->second;
+}
+
+void Lender::restore_data_path(LentDevice &device, const std::vector<DmaMapping> &dma, std::optional<IrqSetting> irqs)
+{
+	const std::string what = "restoring the lease of " + device.pci_address + " by " + device.lease->borrower;
+	attempt(what, [&] { map_bars(device, device.lease->borrower, true); });
+	for (const DmaMapping &mapping : dma)
+		attempt(what + ": DMA at IOVA " + std::to_string(mapping.iova), [&] { add_dma(device, mapping); });
+	if (device.data_path_ntb.empty())
+		return;
+	// The old agent's eventfds went with its VFIO file: the relay gets new ones, or none.
+	if (irqs)
+		attempt(what + ": IRQ index " + std::to_string(irqs->index),
+			[&] { arm_irqs(device, irqs->index, irqs->count); });
+	else
+		attempt(what + ": clearing interrupt slot " + std::to_string(device.slot),
+			[&] { kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, {}); });
+}
+
+void Lender::disarm_irqs(LentDevice &device)
+{
+	const IrqSetting irqs = *device.irqs;
+	device.irqs.reset();
+	attempt("disarming IRQ index " + std::to_string(irqs.index) + " of " + device.pci_address,
+		[&] { device.vfio->set_irqs(irqs.index, {}); });
+	attempt("clearing interrupt slot " + std::to_string(device.slot) + " of " + device.pci_address,
+		[&] { kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, {}); });
+}
+
 void Lender::end_lease(LentDevice &device)
 {
+	// The device stops before its mappings go, and every step is tried: a lease that ends cannot be
+	// ended again, so a failed step is a notice, not a lease that stays.
+	if (device.irqs)
+		disarm_irqs(device);
 	for (const DmaMapping &mapping : device.dma_mappings)
-		device.vfio->unmap_dma(mapping.iova, mapping.size);
+		attempt("unmapping DMA at IOVA " + std::to_string(mapping.iova) + " of " + device.pci_address,
+			[&] { device.vfio->unmap_dma(mapping.iova, mapping.size); });
 	device.dma_mappings.clear();
-	device.vfio->reset();
+	if (!device.data_path_ntb.empty())
+		for (std::size_t bar = 0; bar < bar_count; bar++)
+			if (device.bars.placed[bar])
+				attempt("unmapping BAR " + std::to_string(bar) + " of " + device.pci_address, [&] {
+					kernel_.bar_map(device.data_path_ntb, device.pci_address, static_cast<unsigned>(bar),
+							device.bars.offsets[bar], device.info.bar_sizes[bar], true);
+				});
+	device.data_path_ntb.clear();
+	attempt("resetting " + device.pci_address, [&] { device.vfio->reset(); });
 	device.lease.reset();
+}
+
+void Lender::attempt(const std::string &what, const std::function<void()> &step)
+{
+	try {
+		step();
+	} catch (const std::exception &e) {
+		notices_.push_back(what + ": " + e.what());
+	}
+}
+
+std::uint32_t Lender::free_slot() const
+{
+	std::vector<bool> used(irq_slots);
+	for (const auto &[address, device] : devices_)
+		used[device.slot] = true;
+	const auto free = std::find(used.begin(), used.end(), false);
+	if (free == used.end())
+		throw AgentError(ErrorCode::system_error, ENOSPC,
+				 "all " + std::to_string(irq_slots) + " device slots of the BAR window are taken");
+	return static_cast<std::uint32_t>(free - used.begin());
 }
 
 void Lender::persist() const

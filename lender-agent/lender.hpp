@@ -1,9 +1,11 @@
 // This host's lent devices and their leases: the lender's side of ownership.
 //
-// Rules (docs/agent-protocol.md, "Leases"): a device has at most one lease; a lease lasts lease_ms from
-// its last acquire or renew; when it ends (release, expiry, forced unlend) the device's DMA mappings are
-// removed and the device is reset before anyone else may borrow it. Every change is persisted before
-// it is acknowledged.
+// Rules (docs/agent-protocol.md, "Leases" and "The data path"): a device has at most one lease; a lease
+// lasts lease_ms from its last acquire or renew. At lend a device gets a slot (its interrupt mailbox slot
+// and its part of every link's BAR window, fixed while it is lent, kept across restarts); while a lease
+// is held its memory BARs are mapped in the BAR window of the NTB towards the holder. When the lease ends
+// (release, expiry, forced unlend) the device stops before its mappings go: interrupts off, DMA
+// unmapped, BARs unmapped, reset, free. Every change is persisted before it is acknowledged.
 #pragma once
 
 #include "clock.hpp"
@@ -12,11 +14,14 @@
 #include "sysfs.hpp"
 #include "vfio.hpp"
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace farpass::agent {
@@ -30,6 +35,28 @@ struct Lease {
 struct DmaMapping {
 	std::uint64_t iova = 0;
 	std::uint64_t size = 0;
+	std::uint64_t window_offset = 0; // in the outbound window towards the holder
+};
+
+// The link's BAR window as the lender divides it (config "bar_slot_bytes", "bar_window_bytes").
+struct BarWindow {
+	std::uint64_t slot_bytes = 4ull << 20;
+	std::uint64_t window_bytes = (64ull << 20) - 4096; // its last page is the kernel's (interrupt acks)
+};
+
+// Where a slot's memory BARs sit in the BAR window: each aligned to min(size, 2 MiB) (at least a page),
+// in BAR order, inside the slot and below the window's last page; a BAR that does not fit, an I/O BAR
+// and one smaller than a page (BAR_MAP maps whole pages of the BAR only) are not placed.
+struct BarPlacement {
+	std::array<std::uint64_t, bar_count> offsets{};
+	std::array<bool, bar_count> placed{};
+};
+BarPlacement place_bars(std::uint32_t slot, const std::vector<std::uint64_t> &bar_sizes,
+			const std::vector<std::uint32_t> &bar_flags, const BarWindow &window);
+
+struct IrqSetting {
+	unsigned index = 0; // VFIO_PCI_INTX/MSI/MSIX_IRQ_INDEX
+	std::uint32_t count = 0;
 };
 
 struct LentDevice {
@@ -38,6 +65,10 @@ struct LentDevice {
 	std::optional<Lease> lease;
 	std::vector<DmaMapping> dma_mappings; // of the current lease
 	std::unique_ptr<VfioDevice> vfio;
+	std::uint32_t slot = 0; // < irq_slots
+	BarPlacement bars;
+	std::string data_path_ntb = {};	  // the NTB whose BAR window maps the BARs now ("" = no data path)
+	std::optional<IrqSetting> irqs = {}; // armed by irq.set during the current lease
 };
 
 struct ExpiredLease {
@@ -47,20 +78,28 @@ struct ExpiredLease {
 
 class Lender {
 public:
+	// links: peer host -> this host's NTB towards it (the configured peers' "ntb"), where its leases'
+	// BARs are mapped and its interrupts relayed.
 	Lender(Sysfs &sysfs, Vfio &vfio, KernelPort &kernel, const Clock &clock, const StateStore &store,
-	       std::int64_t lease_ms);
+	       std::int64_t lease_ms, BarWindow window = {}, std::map<std::string, std::string> links = {});
 
-	// Rebinds and reopens every device of the saved state, keeping its lease. DMA mappings do not
-	// survive (the container is new): the borrower maps again. Returns the addresses of devices that
-	// have disappeared from the host, which are forgotten.
+	// Rebinds and reopens every device of the saved state, keeping its slot and lease. A restored
+	// lease gets its data path back as it was: BARs mapped again (still mapped from before is fine),
+	// DMA mappings and armed interrupts redone in the new container with new eventfds (the old ones
+	// went with the old agent's VFIO file); what cannot be redone is a notice. Returns the addresses
+	// of devices that have disappeared from the host, which are forgotten.
 	std::vector<std::string> restore();
 
+	// Refuses with system_error (ENOSPC) when all irq_slots slots are taken.
 	const LentDevice &lend(const std::string &pci_address);
 	// Refuses a borrowed device with device_busy unless forced, which ends the lease first.
 	void unlend(const std::string &pci_address, bool force);
 
 	// A second borrower gets device_busy naming the holder; the holder itself gets its lease back,
-	// renewed, so a retried acquire whose reply was lost is harmless.
+	// renewed, so a retried acquire whose reply was lost is harmless. A new lease maps the device's
+	// placed BARs towards the borrower's NTB first; a failure there means no lease. Without that NTB
+	// (no "ntb" configured for the borrower) or without a kernel data path (EOPNOTSUPP, or ENOTTY from
+	// a kernel older than uapi 2) the lease has no data path (data_path_ntb empty, a notice says so).
 	Lease acquire(const std::string &pci_address, const std::string &borrower);
 	Lease renew(const std::string &pci_address, const std::string &borrower, const std::string &lease_id);
 	void release(const std::string &pci_address, const std::string &borrower, const std::string &lease_id);
@@ -78,6 +117,14 @@ public:
 		     std::uint64_t iova, std::uint64_t size, std::uint64_t window_offset);
 	void unmap_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
 		       std::uint64_t iova, std::uint64_t size);
+	// Arms `count` vectors of IRQ index `index` with new eventfds (VFIO_DEVICE_SET_IRQS) relayed to the
+	// holder's slot (IRQ_BRIDGE); count 0 disarms. Needs a lease with a data path.
+	void set_irqs(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
+		      std::uint64_t index, std::uint64_t count);
+
+	// What happened that the daemon should log (BARs left out of the window, leases without a data
+	// path, teardown steps that failed); taking them empties the list.
+	std::vector<std::string> take_notices() { return std::exchange(notices_, {}); }
 
 	const std::map<std::string, LentDevice> &devices() const { return devices_; }
 	std::int64_t lease_ms() const { return lease_ms_; }
@@ -87,7 +134,17 @@ private:
 	LentDevice &find(const std::string &pci_address);
 	LentDevice &holder_device(const std::string &pci_address, const std::string &borrower,
 				  const std::string &lease_id);
+	// restoring: a BAR still mapped by the agent before this one (EEXIST) counts as mapped.
+	void map_bars(LentDevice &device, const std::string &borrower, bool restoring);
+	void restore_data_path(LentDevice &device, const std::vector<DmaMapping> &dma, std::optional<IrqSetting> irqs);
+	// The steps map_dma and set_irqs share with restore (checks done by the caller).
+	void add_dma(LentDevice &device, const DmaMapping &mapping);
+	void arm_irqs(LentDevice &device, unsigned index, std::uint32_t count);
+	void disarm_irqs(LentDevice &device);
 	void end_lease(LentDevice &device);
+	// Runs one step of a teardown; a failure becomes a notice.
+	void attempt(const std::string &what, const std::function<void()> &step);
+	std::uint32_t free_slot() const;
 	void persist() const;
 
 	Sysfs &sysfs_;
@@ -96,7 +153,10 @@ private:
 	const Clock &clock_;
 	const StateStore &store_;
 	std::int64_t lease_ms_;
+	BarWindow window_;
+	std::map<std::string, std::string> links_;
 	std::map<std::string, LentDevice> devices_;
+	std::vector<std::string> notices_;
 };
 
 } // namespace farpass::agent

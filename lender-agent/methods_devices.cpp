@@ -25,6 +25,9 @@ json device_view(const AgentContext &agent, const LentDevice &device)
 		     {"revision", device.info.revision},
 		     {"bar_sizes", device.info.bar_sizes},
 		     {"bar_flags", device.info.bar_flags},
+		     {"bar_offsets", device.bars.offsets},
+		     {"bar_mapped", device.bars.placed},
+		     {"irq_slot", device.slot},
 		     {"borrower", nullptr}};
 	if (device.lease)
 		view["borrower"] = device.lease->borrower;
@@ -81,6 +84,13 @@ json dma_unmap(AgentContext &agent, const json &params, const CallContext &conte
 {
 	agent.lender.unmap_dma(address_of(params), context.peer_host, params.at("lease"), params.at("iova"),
 			       params.at("size"));
+	return json::object();
+}
+
+json irq_set(AgentContext &agent, const json &params, const CallContext &context)
+{
+	agent.lender.set_irqs(address_of(params), context.peer_host, params.at("lease"),
+			      params.at("index").get<std::uint64_t>(), params.at("count").get<std::uint64_t>());
 	return json::object();
 }
 

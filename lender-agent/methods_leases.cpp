@@ -17,8 +17,10 @@ json lease_acquire(AgentContext &agent, const json &params, const CallContext &c
 {
 	const std::string address = canonical_pci_address(params.at("pci").get<std::string>());
 	json result = lease_view(agent, agent.lender.acquire(address, context.peer_host));
+	const LentDevice &device = agent.lender.devices().at(address);
 	result["lease_ms"] = agent.lender.lease_ms();
-	result["device"] = device_view(agent, agent.lender.devices().at(address));
+	result["data_path"] = !device.data_path_ntb.empty();
+	result["device"] = device_view(agent, device);
 	return result;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace farpass::agent {
@@ -16,6 +17,9 @@ public:
 	virtual std::uint32_t read_config(std::uint32_t offset, unsigned width) = 0;
 	virtual void write_config(std::uint32_t offset, unsigned width, std::uint32_t value) = 0;
 	virtual void reset() = 0;
+	// VFIO_DEVICE_SET_IRQS on IRQ index `index` (VFIO_PCI_INTX/MSI/MSIX_IRQ_INDEX): trigger fds[i] for
+	// vector i; no fds disables the index.
+	virtual void set_irqs(unsigned index, std::span<const int> fds) = 0;
 	// VFIO_IOMMU_MAP_DMA: device DMA to [iova, iova + size) reaches process memory at vaddr.
 	virtual void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) = 0;
 	virtual void unmap_dma(std::uint64_t iova, std::uint64_t size) = 0;

@@ -1,31 +1,18 @@
 #include "vfio_linux.hpp"
 
 #include "errors.hpp"
+#include "fd.hpp"
 
 #include <fcntl.h>
 #include <linux/vfio.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <vector>
+
 namespace farpass::agent {
 
 namespace {
-
-class Fd {
-public:
-	explicit Fd(int fd) : fd_(fd) {}
-	~Fd()
-	{
-		if (fd_ >= 0)
-			::close(fd_);
-	}
-	Fd(const Fd &) = delete;
-	Fd &operator=(const Fd &) = delete;
-	int get() const { return fd_; }
-
-private:
-	int fd_;
-};
 
 int checked(int rc, const std::string &what)
 {
@@ -64,6 +51,24 @@ public:
 	}
 
 	void reset() override { checked(::ioctl(device_.get(), VFIO_DEVICE_RESET), address_ + ": reset"); }
+
+	void set_irqs(unsigned index, std::span<const int> fds) override
+	{
+		// vfio_irq_set ends in a flexible array: one buffer of argsz bytes.
+		const std::size_t argsz = sizeof(vfio_irq_set) + fds.size() * sizeof(std::int32_t);
+		std::vector<std::uint64_t> buffer((argsz + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t));
+		auto *set = reinterpret_cast<vfio_irq_set *>(buffer.data());
+		set->argsz = static_cast<std::uint32_t>(argsz);
+		set->flags = VFIO_IRQ_SET_ACTION_TRIGGER | (fds.empty() ? VFIO_IRQ_SET_DATA_NONE : VFIO_IRQ_SET_DATA_EVENTFD);
+		set->index = index;
+		set->start = 0;
+		set->count = static_cast<std::uint32_t>(fds.size());
+		for (std::size_t i = 0; i < fds.size(); i++)
+			reinterpret_cast<std::int32_t *>(set->data)[i] = fds[i];
+		checked(::ioctl(device_.get(), VFIO_DEVICE_SET_IRQS, set),
+			address_ + ": VFIO_DEVICE_SET_IRQS index " + std::to_string(index) + " count " +
+				std::to_string(fds.size()));
+	}
 
 	void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) override
 	{

@@ -23,6 +23,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -126,17 +127,41 @@ private:
 	fs::path root_;
 };
 
+// The order of what the fake VFIO devices and kernel port were asked to do, across both, one line each
+// ("vfio 0000:01:00.0 reset", "kernel bar_map 0000:00:0a.0 0000:01:00.0 0 0x0 +0x4000").
+using Journal = std::vector<std::string>;
+
+inline std::string hex(std::uint64_t value)
+{
+	std::ostringstream text;
+	text << "0x" << std::hex << value;
+	return text.str();
+}
+
+// Whether fd is an open eventfd (what VFIO_DEVICE_SET_IRQS and IRQ_BRIDGE need).
+inline bool is_eventfd(int fd)
+{
+	const std::string link = fs::read_symlink("/proc/self/fd/" + std::to_string(fd)).string();
+	return link == "anon_inode:[eventfd]";
+}
+
 // What a fake VFIO device has been asked to do; outlives the device so tests can inspect it.
 struct VfioRecord {
 	std::array<std::uint8_t, 4096> config{};
 	int resets = 0;
 	bool open = false;
 	std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> mappings; // iova -> (size, vaddr)
+	std::map<unsigned, std::size_t> irqs; // index -> vectors armed (each with an eventfd)
+	int fail_set_irqs = 0;		      // errno for the next set_irqs that arms vectors
 };
 
 class FakeVfioDevice final : public VfioDevice {
 public:
-	explicit FakeVfioDevice(std::shared_ptr<VfioRecord> record) : record_(std::move(record)) { record_->open = true; }
+	FakeVfioDevice(std::string address, std::shared_ptr<VfioRecord> record, Journal *journal)
+		: address_(std::move(address)), record_(std::move(record)), journal_(journal)
+	{
+		record_->open = true;
+	}
 	~FakeVfioDevice() override { record_->open = false; }
 
 	std::uint32_t read_config(std::uint32_t offset, unsigned width) override
@@ -151,15 +176,46 @@ public:
 		for (unsigned i = 0; i < width; i++)
 			record_->config[offset + i] = static_cast<std::uint8_t>(value >> (8 * i));
 	}
-	void reset() override { record_->resets++; }
+	void reset() override
+	{
+		record_->resets++;
+		note("reset");
+	}
+	void set_irqs(unsigned index, std::span<const int> fds) override
+	{
+		if (!fds.empty() && record_->fail_set_irqs)
+			throw AgentError(ErrorCode::system_error, std::exchange(record_->fail_set_irqs, 0),
+					 "VFIO_DEVICE_SET_IRQS failed");
+		for (const int fd : fds)
+			if (!is_eventfd(fd))
+				throw AgentError(ErrorCode::system_error, EINVAL, "VFIO_DEVICE_SET_IRQS: not an eventfd");
+		if (fds.empty())
+			record_->irqs.erase(index);
+		else
+			record_->irqs[index] = fds.size();
+		note("set_irqs " + std::to_string(index) + " " + std::to_string(fds.size()));
+	}
 	void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) override
 	{
 		record_->mappings[iova] = {size, vaddr};
+		note("map_dma " + hex(iova) + " +" + hex(size));
 	}
-	void unmap_dma(std::uint64_t iova, std::uint64_t) override { record_->mappings.erase(iova); }
+	void unmap_dma(std::uint64_t iova, std::uint64_t size) override
+	{
+		record_->mappings.erase(iova);
+		note("unmap_dma " + hex(iova) + " +" + hex(size));
+	}
 
 private:
+	void note(const std::string &what)
+	{
+		if (journal_)
+			journal_->push_back("vfio " + address_ + " " + what);
+	}
+
+	std::string address_;
 	std::shared_ptr<VfioRecord> record_;
+	Journal *journal_;
 };
 
 class FakeVfio final : public Vfio {
@@ -171,15 +227,17 @@ public:
 		auto &record = records[pci_address];
 		if (!record)
 			record = std::make_shared<VfioRecord>();
-		return std::make_unique<FakeVfioDevice>(record);
+		return std::make_unique<FakeVfioDevice>(pci_address, record, journal);
 	}
 
 	std::map<std::string, std::shared_ptr<VfioRecord>> records;
 	std::set<std::string> failing;
+	Journal *journal = nullptr;
 };
 
-// The kernel's borrower side as the agent sees it: announced ids, withdrawals (with EBUSY and PENDING
-// on demand), an upcall queue and the replies to it.
+// The kernel as the agent sees it: announced ids, withdrawals (with EBUSY and PENDING on demand), an
+// upcall queue and the replies to it, DMA layouts, and the lender's BAR windows and interrupt relays
+// (each call journaled; failures on demand by errno).
 class FakeKernelPort final : public KernelPort {
 public:
 	bool available() override { return loaded; }
@@ -205,6 +263,42 @@ public:
 		withdrawn.push_back(id);
 		return pending;
 	}
+	std::vector<DmaSlot> dma_layout(std::uint32_t device_id) override
+	{
+		note("dma_layout " + std::to_string(device_id));
+		if (fail_dma_layout)
+			throw AgentError(ErrorCode::system_error, fail_dma_layout, "DMA_LAYOUT failed");
+		return layouts[device_id];
+	}
+	void bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
+		     std::uint64_t size, bool unmap) override
+	{
+		note(std::string(unmap ? "bar_unmap " : "bar_map ") + ntb + " " + pci + " " + std::to_string(bar) + " " +
+		     hex(win_offset) + " +" + hex(size));
+		if (const auto failure = fail_bar_map.find(bar); failure != fail_bar_map.end() && !unmap)
+			throw AgentError(ErrorCode::system_error, failure->second, "BAR_MAP failed");
+		const auto key = std::make_tuple(ntb, pci, bar);
+		if (unmap) {
+			if (!bars.erase(key))
+				throw AgentError(ErrorCode::system_error, ENOENT, "BAR_MAP: ENOENT");
+		} else if (!bars.emplace(key, std::make_pair(win_offset, size)).second) {
+			throw AgentError(ErrorCode::system_error, EEXIST, "BAR_MAP: EEXIST");
+		}
+	}
+	void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start, std::span<const int> fds) override
+	{
+		note("irq_bridge " + ntb + " " + std::to_string(slot) + " " + std::to_string(start) + " " +
+		     (fds.empty() ? "clear" : std::to_string(fds.size())));
+		if (fail_irq_bridge)
+			throw AgentError(ErrorCode::system_error, fail_irq_bridge, "IRQ_BRIDGE failed");
+		for (const int fd : fds)
+			if (!is_eventfd(fd))
+				throw AgentError(ErrorCode::system_error, EBADF, "IRQ_BRIDGE: EBADF");
+		if (fds.empty())
+			relays.erase({ntb, slot});
+		else
+			relays[{ntb, slot}] = fds.size();
+	}
 	int upcall_fd() const override { return -1; }
 	std::optional<Upcall> next_upcall() override
 	{
@@ -227,6 +321,20 @@ public:
 	std::vector<Upcall> upcalls;
 	std::map<std::uint64_t, UpcallReply> replies;
 	std::vector<std::byte> window = std::vector<std::byte>(1 << 20);
+	std::map<std::uint32_t, std::vector<DmaSlot>> layouts;
+	int fail_dma_layout = 0;
+	std::map<std::tuple<std::string, std::string, unsigned>, std::pair<std::uint64_t, std::uint64_t>> bars;
+	std::map<unsigned, int> fail_bar_map; // bar -> errno of its map
+	std::map<std::pair<std::string, std::uint32_t>, std::size_t> relays; // (ntb, slot) -> vectors
+	int fail_irq_bridge = 0;
+	Journal *journal = nullptr;
+
+private:
+	void note(const std::string &what)
+	{
+		if (journal)
+			journal->push_back("kernel " + what);
+	}
 };
 
 // An in-memory pipe to a Session served in the same thread: what the client writes is delivered to
@@ -250,6 +358,7 @@ private:
 
 inline constexpr const char *nvme_address = "0000:01:00.0";
 inline constexpr const char *nic_address = "0000:02:00.0";
+inline constexpr const char *lender_ntb = "0000:00:0b.0"; // the lender's NTB towards borrower-b
 inline const std::string test_key_secret = "0123456789abcdef0123456789abcdef";
 
 // A whole agent core on fakes: host "lender-a" with an NVMe (bound to nvme) and a NIC (unbound).
@@ -258,6 +367,8 @@ struct AgentFixture {
 		: tree(dir.path() / "root"), sysfs(dir.path() / "root"),
 		  store((fs::create_directories(dir.path() / "state"), dir.path() / "state"))
 	{
+		vfio.journal = &journal;
+		kernel.journal = &journal;
 		tree.add_device(nvme_address, 0x8086, 0x5845, {0x4000, 0, 0, 0, 0, 0}, 7, "nvme");
 		tree.add_device(nic_address, 0x1af4, 0x1041, {0x1000, 0x1000, 0, 0, 0x4000, 0}, 8, "", 0x020000);
 		make_agent(lease_ms, std::move(host));
@@ -288,6 +399,9 @@ struct AgentFixture {
 	FakeVfio vfio;
 	FakeKernelPort kernel;
 	FakeClock clock;
+	Journal journal;
+	// The lender's NTB towards each borrower (its peers' "ntb"); borrower-c has none configured.
+	std::map<std::string, std::string> links = {{"borrower-b", lender_ntb}};
 	std::unique_ptr<Lender> lender;
 	std::unique_ptr<AgentContext> context;
 	std::unique_ptr<Dispatcher> dispatcher;
@@ -295,7 +409,7 @@ struct AgentFixture {
 private:
 	void make_agent(std::int64_t lease_ms, std::string host)
 	{
-		lender = std::make_unique<Lender>(sysfs, vfio, kernel, clock, store, lease_ms);
+		lender = std::make_unique<Lender>(sysfs, vfio, kernel, clock, store, lease_ms, BarWindow{}, links);
 		context = std::make_unique<AgentContext>(AgentContext{std::move(host), *lender, clock.now, {}, {}});
 		dispatcher = std::make_unique<Dispatcher>(method_table(*context));
 	}

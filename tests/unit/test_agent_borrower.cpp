@@ -8,6 +8,8 @@
 #include "borrower.hpp"
 #include "client.hpp"
 
+#include <algorithm>
+
 using namespace farpass::agent;
 using namespace farpass::agent::testing;
 using nlohmann::json;
@@ -252,4 +254,119 @@ TEST_CASE("held leases are renewed every lease_ms / 3 and outlive many lease tim
 	f.advance(4000);
 	f.borrower->tick();
 	CHECK_FALSE(f.borrower->devices().begin()->second.lease);
+}
+
+// ---- the data path
+
+namespace {
+
+bool logged(const std::vector<std::string> &log, const std::string &line)
+{
+	return std::find(log.begin(), log.end(), line) != log.end();
+}
+
+} // namespace
+
+TEST_CASE("devices are announced with the lender's BAR window offsets and slot")
+{
+	BorrowerFixture f;
+	f.lender.lender->lend(nic_address); // slot 1: BARs at 4 MiB, 4 MiB + 4 KiB and (BAR 4) 4 MiB + 16 KiB
+	f.borrower->refresh();
+	const RemoteDevice &nic = f.kernel.announced.at(stable_device_id("lender-a", nic_address));
+	CHECK(nic.irq_slot == 1);
+	CHECK(nic.bar_offsets == std::array<std::uint64_t, 6>{0x400000, 0x401000, 0, 0, 0x404000, 0});
+	CHECK(nic.bar_flags == std::array<std::uint32_t, 6>{bar_mapped, bar_mapped, 0, 0, bar_mapped, 0});
+	const RemoteDevice &nvme = f.kernel.announced.at(f.nvme_id());
+	CHECK(nvme.irq_slot == 0);
+	CHECK(nvme.bar_flags[0] == bar_mapped);
+	// Kept in borrower.json: a restarted agent announces the same.
+	f.make_borrower();
+	f.borrower->restore();
+	f.kernel.announced.clear();
+	f.lender_down = true;
+	f.borrower->tick();
+	CHECK(f.kernel.announced.at(stable_device_id("lender-a", nic_address)).bar_offsets[4] == 0x404000);
+	CHECK(f.kernel.announced.at(stable_device_id("lender-a", nic_address)).irq_slot == 1);
+}
+
+TEST_CASE("BORROW: lease.acquire, then this host's DMA layout, then dma.map of each slot at IOVA = GPA")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	const std::uint32_t id = f.nvme_id();
+	f.kernel.layouts[id] = {{0, 0xa0000, 0}, {0x100000, 0x40000, 0xa0000}};
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, id).error == 0);
+	CHECK(f.calls == std::vector<std::string>{"lease.acquire", "dma.map", "dma.map"});
+	const auto &mappings = f.lender.vfio.records.at(nvme_address)->mappings;
+	REQUIRE(mappings.size() == 2);
+	const auto window = reinterpret_cast<std::uint64_t>(f.lender.kernel.window.data());
+	CHECK(mappings.at(0) == std::make_pair(std::uint64_t{0xa0000}, window));
+	CHECK(mappings.at(0x100000) == std::make_pair(std::uint64_t{0x40000}, window + 0xa0000));
+	CHECK(f.borrower->devices().begin()->second.lease);
+
+	// RETURN: the lender tears the data path down.
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::give_back, id).error == 0);
+	CHECK(f.calls == std::vector<std::string>{"lease.release"});
+	CHECK(mappings.empty());
+	CHECK(f.lender.kernel.bars.empty());
+}
+
+TEST_CASE("BORROW fails, and releases the lease, when a slot cannot be mapped or there is no layout")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	const std::uint32_t id = f.nvme_id();
+	// The lender's fake outbound window is 1 MiB: the second slot lies outside it.
+	f.kernel.layouts[id] = {{0, 0x1000, 0}, {0x100000, 0x1000, 2 << 20}};
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, id).error == -EINVAL);
+	CHECK(f.calls == std::vector<std::string>{"lease.acquire", "dma.map", "dma.map", "lease.release"});
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
+	CHECK(f.lender.vfio.records.at(nvme_address)->mappings.empty());
+	CHECK_FALSE(f.borrower->devices().begin()->second.lease);
+
+	f.kernel.fail_dma_layout = ENODATA; // the kernel has no borrowing instance of it
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, id).error == -ENODATA);
+	CHECK(f.calls == std::vector<std::string>{"lease.acquire", "lease.release"});
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
+}
+
+TEST_CASE("BORROW without a data path: a kernel without DMA_LAYOUT, or a lender that maps no BARs towards us")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	f.kernel.fail_dma_layout = ENOTTY;
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	CHECK(f.calls == std::vector<std::string>{"lease.acquire"});
+	CHECK(f.borrower->devices().begin()->second.lease);
+	CHECK(logged(f.log, "borrower: borrowed lender-a/0000:01:00.0 without DMA window: DMA_LAYOUT failed"));
+
+	BorrowerFixture other("borrower-c"); // the lender has no "ntb" towards borrower-c
+	other.borrower->refresh();
+	other.kernel.layouts[other.nvme_id()] = {{0, 0x1000, 0}};
+	other.calls.clear();
+	CHECK(other.upcall(UpcallOp::borrow, other.nvme_id()).error == 0);
+	CHECK(other.calls == std::vector<std::string>{"lease.acquire"});
+	CHECK(logged(other.log, "borrower: borrowed lender-a/0000:01:00.0 without data path (the lender maps no BARs towards us)"));
+}
+
+TEST_CASE("SET_IRQS: irq.set on the lender with the index and vector count; it needs the lease")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	const std::uint32_t id = f.nvme_id();
+	CHECK(f.upcall(UpcallOp::set_irqs, id, {0, 2, 4}).error == -ENOENT); // not borrowed
+	REQUIRE(f.upcall(UpcallOp::borrow, id).error == 0);
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::set_irqs, id, {0, 2, 4}).error == 0);
+	CHECK(f.calls == std::vector<std::string>{"irq.set"});
+	CHECK(f.lender.vfio.records.at(nvme_address)->irqs.at(2) == 4);
+	CHECK(f.lender.kernel.relays.at({lender_ntb, 0}) == 4);
+	CHECK(f.upcall(UpcallOp::set_irqs, id, {0, 2, 0}).error == 0);
+	CHECK(f.lender.kernel.relays.empty());
+	CHECK(f.upcall(UpcallOp::set_irqs, id, {0, 7, 1}).error == -EINVAL); // not INTx, MSI or MSI-X
 }

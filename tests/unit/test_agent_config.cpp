@@ -84,3 +84,20 @@ TEST_CASE("borrowing: a peer's ntb, poll_ms and the device path")
 	      "config: unknown peer key \"nbt\"");
 	CHECK(error_of(R"({"peers": ["a"]})") == "config: each peer is an object");
 }
+
+TEST_CASE("the BAR window: bar_slot_bytes and bar_window_bytes, page multiples")
+{
+	CHECK(parse_config("{}").bar_slot_bytes == 4u << 20);
+	CHECK(parse_config("{}").bar_window_bytes == (64u << 20) - 4096);
+	const AgentConfig config = parse_config(R"({"bar_slot_bytes": 1048576, "bar_window_bytes": 16777216})");
+	CHECK(config.bar_slot_bytes == 1u << 20);
+	CHECK(config.bar_window_bytes == 16u << 20);
+	CHECK(error_of(R"({"bar_slot_bytes": 6000})") == "config: \"bar_slot_bytes\" must be a multiple of 4096");
+	CHECK(error_of(R"({"bar_slot_bytes": 0})") == "config: \"bar_slot_bytes\" must be a multiple of 4096");
+	CHECK(error_of(R"({"bar_window_bytes": 4096})") ==
+	      "config: \"bar_window_bytes\" must be a multiple of 4096, 8192 to 2^40");
+	CHECK(error_of(R"({"bar_window_bytes": 2199023259648})") ==
+	      "config: \"bar_window_bytes\" must be a multiple of 4096, 8192 to 2^40");
+	CHECK(error_of(R"({"bar_slot_bytes": 134217728})") == "config: \"bar_slot_bytes\" exceeds \"bar_window_bytes\"");
+	CHECK(error_of(R"({"bar_slot_bytes": -4096})") == "config: \"bar_slot_bytes\" has the wrong type");
+}

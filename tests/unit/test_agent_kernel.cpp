@@ -7,12 +7,13 @@
 #include "agent_fakes.hpp"
 #include "farpass_device.hpp"
 
-#include <uapi/farpass.h>
+#include "farpass_uapi.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <deque>
+#include <tuple>
 
 using namespace farpass::agent;
 using namespace farpass::agent::testing;
@@ -35,6 +36,12 @@ struct FakeKernel {
 	bool link_up = true;
 	std::map<std::uint64_t, std::vector<std::byte>> mapped; // by mmap offset
 	int maps = 0, unmaps = 0;
+	// The data path: DMA layouts by device id, BAR window mappings (ntb, pci, bar) -> (offset, size),
+	// interrupt relays (ntb, slot) -> vectors.
+	std::map<std::uint32_t, std::vector<farpass_dma_slot>> layouts;
+	std::map<std::tuple<std::string, std::string, std::uint32_t>, std::pair<std::uint64_t, std::uint64_t>> bars;
+	std::map<std::pair<std::string, std::uint32_t>, std::uint32_t> relays;
+	std::uint32_t last_bridge_argsz = 0;
 };
 
 bool nul_terminated(const char (&name)[FARPASS_NAME_LEN])
@@ -133,6 +140,49 @@ public:
 			kernel_.replies.push_back(*r);
 			return 0;
 		}
+		case FARPASS_CMD_DMA_LAYOUT: {
+			if (!(kernel_.features & FARPASS_FEAT_DATA_PATH))
+				return EOPNOTSUPP;
+			auto *l = static_cast<farpass_dma_layout *>(argument);
+			if (argsz < sizeof(*l) || flags)
+				return EINVAL;
+			const auto layout = kernel_.layouts.find(l->device_id);
+			if (layout == kernel_.layouts.end())
+				return ENOENT;
+			l->nr_slots = static_cast<std::uint32_t>(layout->second.size());
+			std::copy(layout->second.begin(), layout->second.end(), l->slots);
+			return 0;
+		}
+		case FARPASS_CMD_BAR_MAP: {
+			if (!(kernel_.features & FARPASS_FEAT_DATA_PATH))
+				return EOPNOTSUPP;
+			const auto *m = static_cast<farpass_bar_map *>(argument);
+			if (argsz < sizeof(*m) || (flags & ~FARPASS_BAR_MAP_F_UNMAP) || m->pad || !nul_terminated(m->ntb) ||
+			    !nul_terminated(m->pci) || m->bar >= FARPASS_NUM_BARS || m->win_offset % 4096 || m->size % 4096)
+				return EINVAL;
+			const auto key = std::make_tuple(std::string(m->ntb), std::string(m->pci), m->bar);
+			if (flags & FARPASS_BAR_MAP_F_UNMAP)
+				return kernel_.bars.erase(key) ? 0 : ENOENT;
+			return kernel_.bars.emplace(key, std::make_pair(m->win_offset, m->size)).second ? 0 : EEXIST;
+		}
+		case FARPASS_CMD_IRQ_BRIDGE: {
+			if (!(kernel_.features & FARPASS_FEAT_DATA_PATH))
+				return EOPNOTSUPP;
+			const auto *b = static_cast<farpass_irq_bridge *>(argument);
+			kernel_.last_bridge_argsz = argsz;
+			if (argsz != sizeof(*b) + b->count * sizeof(__s32) || (flags & ~FARPASS_IRQ_BRIDGE_F_CLEAR) || b->pad ||
+			    !nul_terminated(b->ntb) || b->irq_slot >= FARPASS_IRQ_SLOTS ||
+			    b->start + b->count > FARPASS_IRQ_VECTORS || ((flags & FARPASS_IRQ_BRIDGE_F_CLEAR) && b->count))
+				return EINVAL;
+			for (std::uint32_t i = 0; i < b->count; i++)
+				if (b->fds[i] < 0)
+					return EBADF;
+			if (flags & FARPASS_IRQ_BRIDGE_F_CLEAR)
+				kernel_.relays.erase({b->ntb, b->irq_slot});
+			else
+				kernel_.relays[{b->ntb, b->irq_slot}] = b->start + b->count;
+			return 0;
+		}
 		default:
 			return ENOTTY;
 		}
@@ -208,7 +258,7 @@ TEST_CASE("VERSION is the first ioctl on the file, and decides availability and 
 	CHECK(f.port.unavailable_reason().empty());
 	REQUIRE(!f.kernel.commands.empty());
 	CHECK(f.kernel.commands.front() == FARPASS_CMD_VERSION);
-	CHECK(f.port.kernel_version() == 1);
+	CHECK(f.port.kernel_version() == FARPASS_API_VERSION);
 	CHECK(f.port.upcall_fd() == -1); // no FARPASS_FEAT_UPCALLS: no upcall descriptor to poll
 	CHECK(f.port.next_upcall() == std::nullopt);
 	CHECK(f.port.available());
@@ -230,10 +280,10 @@ TEST_CASE("no module yet: unavailable with the reason, then available once it is
 TEST_CASE("a kernel of another uapi version: unavailable, both versions named")
 {
 	Fixture f;
-	f.kernel.version = 2;
+	f.kernel.version = 1; // before the data path
 	CHECK_FALSE(f.port.available());
 	CHECK(f.port.unavailable_reason() ==
-	      "VERSION: EPROTONOSUPPORT: the kernel speaks another uapi version (kernel 2, agent 1)");
+	      "VERSION: EPROTONOSUPPORT: the kernel speaks another uapi version (kernel 1, agent 2)");
 }
 
 TEST_CASE("ANNOUNCE_DEVICE carries every field, argsz = sizeof, flags 0; PENDING is read back")
@@ -255,6 +305,25 @@ TEST_CASE("ANNOUNCE_DEVICE carries every field, argsz = sizeof, flags 0; PENDING
 	CHECK(a.bars[0].size == 0x4000);
 	CHECK(a.bars[0].flags == FARPASS_BAR_MEM64);
 	CHECK(a.bars[1].size == 0);
+	CHECK(a.bars[0].win_offset == 0);
+	CHECK(a.irq_slot == 0);
+
+	// BAR window places reach a kernel with the data path only.
+	RemoteDevice placed = nvme();
+	placed.id = 7;
+	placed.bar_flags[0] |= bar_mapped;
+	placed.bar_offsets[0] = 3 << 22;
+	placed.irq_slot = 3;
+	CHECK_FALSE(f.port.announce(placed));
+	CHECK(f.kernel.announced[7].bars[0].flags == FARPASS_BAR_MEM64);
+	CHECK(f.kernel.announced[7].bars[0].win_offset == 0);
+	CHECK(f.kernel.announced[7].irq_slot == 3);
+	Fixture data_path;
+	data_path.kernel.features |= FARPASS_FEAT_DATA_PATH;
+	CHECK_FALSE(data_path.port.announce(placed));
+	CHECK(data_path.kernel.announced[7].bars[0].flags == (FARPASS_BAR_MEM64 | FARPASS_BAR_MAPPED));
+	CHECK(data_path.kernel.announced[7].bars[0].win_offset == 3 << 22);
+	CHECK(data_path.kernel.announced[7].irq_slot == 3);
 
 	RemoteDevice second = nvme();
 	second.id = 8;
@@ -399,4 +468,58 @@ TEST_CASE("outbound_window errors: unknown borrower, NTB not bound, link down")
 	CHECK(f.kernel.maps == 0);
 	f.kernel.link_up = true;
 	CHECK(f.port.outbound_window("borrower1").size() == std::uint64_t{1} << 30);
+}
+
+TEST_CASE("the data path: DMA_LAYOUT slots, BAR_MAP and its unmap, IRQ_BRIDGE with its fds and clear")
+{
+	Fixture f;
+	f.kernel.features |= FARPASS_FEAT_DATA_PATH;
+	f.kernel.layouts[5] = {{0, 0xa0000, 0}, {0x100000, 0x7ff00000, 0x100000}};
+	const std::vector<DmaSlot> slots = f.port.dma_layout(5);
+	REQUIRE(slots.size() == 2);
+	CHECK(slots[1].gpa == 0x100000);
+	CHECK(slots[1].size == 0x7ff00000);
+	CHECK(slots[1].offset == 0x100000);
+	CHECK(error_number_of([&] { f.port.dma_layout(6); }) == ENOENT);
+
+	f.port.bar_map("0000:00:0a.0", "0000:00:08.0", 0, 0x400000, 0x4000, false);
+	CHECK(f.kernel.bars.at({"0000:00:0a.0", "0000:00:08.0", 0}) == std::make_pair(std::uint64_t{0x400000}, std::uint64_t{0x4000}));
+	try {
+		f.port.bar_map("0000:00:0a.0", "0000:00:08.0", 0, 0x400000, 0x4000, false);
+		FAIL("a second map of the same BAR must fail");
+	} catch (const AgentError &e) {
+		CHECK(e.error_number() == EEXIST);
+		CHECK(std::string(e.what()) == "mapping BAR 0 of 0000:00:08.0 at 4194304 of NTB 0000:00:0a.0's BAR window: "
+					       "BAR_MAP: EEXIST: overlaps a mapping in the BAR window");
+	}
+	f.port.bar_map("0000:00:0a.0", "0000:00:08.0", 0, 0x400000, 0x4000, true);
+	CHECK(f.kernel.bars.empty());
+	CHECK(error_number_of([&] { f.port.bar_map("0000:00:0a.0", "0000:00:08.0", 0, 0x400000, 0x4000, true); }) == ENOENT);
+
+	const std::vector<int> fds = {10, 11, 12};
+	f.port.irq_bridge("0000:00:0a.0", 3, 0, fds);
+	CHECK(f.kernel.last_bridge_argsz == sizeof(farpass_irq_bridge) + 3 * sizeof(__s32));
+	CHECK(f.kernel.relays.at({"0000:00:0a.0", 3}) == 3);
+	f.port.irq_bridge("0000:00:0a.0", 3, 0, {});
+	CHECK(f.kernel.last_bridge_argsz == sizeof(farpass_irq_bridge));
+	CHECK(f.kernel.relays.empty());
+	CHECK(error_number_of([&] { f.port.irq_bridge("0000:00:0a.0", 3, 0, std::vector<int>{-1}); }) == EBADF);
+}
+
+TEST_CASE("a kernel without the data path answers EOPNOTSUPP, named as such")
+{
+	Fixture f;
+	try {
+		f.port.bar_map("0000:00:0a.0", "0000:00:08.0", 0, 0, 0x4000, false);
+		FAIL("BAR_MAP must fail without FARPASS_FEAT_DATA_PATH");
+	} catch (const AgentError &e) {
+		CHECK(e.code() == ErrorCode::system_error);
+		CHECK(e.error_number() == EOPNOTSUPP);
+		CHECK(std::string(e.what()).find("BAR_MAP: EOPNOTSUPP: the kernel has no data path") != std::string::npos);
+	}
+	CHECK(error_number_of([&] { f.port.dma_layout(5); }) == EOPNOTSUPP);
+	CHECK(error_number_of([&] { f.port.irq_bridge("0000:00:0a.0", 0, 0, {}); }) == EOPNOTSUPP);
+	CHECK(farpass_errno_text(FARPASS_CMD_BAR_MAP, EPERM) == "BAR_MAP: EPERM: the device is not bound to vfio-pci");
+	CHECK(farpass_errno_text(FARPASS_CMD_DMA_LAYOUT, ENODATA) ==
+	      "DMA_LAYOUT: ENODATA: no instance of the device is borrowing it now");
 }

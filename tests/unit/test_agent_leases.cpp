@@ -8,6 +8,7 @@
 
 using namespace farpass::agent;
 using namespace farpass::agent::testing;
+using nlohmann::json;
 
 namespace {
 
@@ -300,4 +301,289 @@ TEST_CASE("restore refuses a state file it cannot read rather than guessing")
 	CHECK(code_of([&] { agent.lender->restore(); }) == ErrorCode::internal_error);
 	write_file(agent.dir.path() / "state/state.json", "{\"vers");
 	CHECK(code_of([&] { agent.lender->restore(); }) == ErrorCode::internal_error);
+	write_file(agent.dir.path() / "state/state.json",
+		   "{\"version\": 1, \"devices\": [{\"pci\": \"0000:01:00.0\", \"slot\": 16, \"lease\": null}]}");
+	CHECK(message_of([&] { agent.lender->restore(); }) == "state file: slot 16 of 0000:01:00.0 is not below 16");
+}
+
+// ---- the data path: slots, the BAR window, interrupts, teardown order
+
+namespace {
+
+constexpr std::uint64_t KiB = 1024, MiB = 1024 * KiB;
+const std::vector<std::uint32_t> memory_bars(6, 0);
+
+// The NIC's BARs (0x1000, 0x1000, -, -, 0x4000, -) in slot 0 of lender_ntb's window.
+const std::vector<std::string> nic_bars_mapped = {
+	"kernel bar_map 0000:00:0b.0 0000:02:00.0 0 0x0 +0x1000",
+	"kernel bar_map 0000:00:0b.0 0000:02:00.0 1 0x1000 +0x1000",
+	"kernel bar_map 0000:00:0b.0 0000:02:00.0 4 0x4000 +0x4000",
+};
+
+std::vector<std::string> since(const Journal &journal, std::size_t from)
+{
+	return {journal.begin() + static_cast<std::ptrdiff_t>(from), journal.end()};
+}
+
+} // namespace
+
+TEST_CASE("place_bars: in BAR order, each aligned to min(size, 2 MiB), inside the slot; what does not fit is left out")
+{
+	const BarWindow window; // 4 MiB slots, 64 MiB - 4 KiB window
+	BarPlacement p = place_bars(1, {4 * KiB, MiB, 4 * MiB, 2 * MiB, 0, 0}, memory_bars, window);
+	CHECK(p.placed == std::array<bool, 6>{true, true, false, true, false, false});
+	CHECK(p.offsets[0] == 4 * MiB);
+	CHECK(p.offsets[1] == 5 * MiB);	     // 1 MiB-aligned, after BAR 0
+	CHECK(p.offsets[3] == 6 * MiB);	     // 4 MiB does not fit behind BAR 1; 2 MiB still does
+	// I/O BARs and BARs below a page cannot be mapped; a 64-bit BAR's upper half has size 0.
+	p = place_bars(0, {0x100, 256, 16 * KiB, 0, 0, 0}, {bar_io, 0, bar_mem64, 0, 0, 0}, window);
+	CHECK(p.placed == std::array<bool, 6>{false, false, true, false, false, false});
+	CHECK(p.offsets[2] == 0);
+	// The last slot ends below the window's last page (the kernel's).
+	p = place_bars(15, {2 * MiB, 2 * MiB, 4 * KiB, 0, 0, 0}, memory_bars, window);
+	CHECK(p.placed == std::array<bool, 6>{true, false, true, false, false, false});
+	CHECK(p.offsets[0] == 60 * MiB);
+	CHECK(p.offsets[2] == 62 * MiB);
+	// Another slot size moves everything.
+	p = place_bars(2, {8 * KiB, 0, 0, 0, 0, 0}, memory_bars, BarWindow{MiB, 64 * MiB - 4 * KiB});
+	CHECK(p.offsets[0] == 2 * MiB);
+}
+
+TEST_CASE("slots: the lowest free at lend, freed at unlend, kept across a restart; a BAR too big for its slot is a notice")
+{
+	AgentFixture agent;
+	CHECK(agent.lender->lend(nvme_address).slot == 0);
+	CHECK(agent.lender->lend(nic_address).slot == 1);
+	agent.lender->unlend(nvme_address, false);
+	agent.restart();
+	agent.lender->restore();
+	CHECK(agent.lender->devices().at(nic_address).slot == 1);
+	CHECK(agent.lender->devices().at(nic_address).bars.offsets[4] == 4 * MiB + 16 * KiB);
+	CHECK(agent.lender->lend(nvme_address).slot == 0);
+
+	agent.tree.add_device("0000:03:00.0", 0x10de, 0x1eb8, {16 * MiB, 0, 64 * KiB, 0, 0, 0}, 9, "");
+	const LentDevice &gpu = agent.lender->lend("0000:03:00.0");
+	CHECK(gpu.slot == 2);
+	CHECK(gpu.bars.placed == std::array<bool, 6>{false, false, true, false, false, false});
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"0000:03:00.0: BAR 0 (16777216 bytes) does not fit in slot 2 of the BAR window: not mapped"});
+	CHECK(agent.lender->take_notices().empty());
+	const json view = agent.call("device.list", json::object()).at("result").at("devices").at(0);
+	CHECK(view.at("pci") == nvme_address);
+	CHECK(view.at("irq_slot") == 0);
+	CHECK(view.at("bar_offsets") == json{0, 0, 0, 0, 0, 0});
+	CHECK(view.at("bar_mapped") == json{true, false, false, false, false, false});
+}
+
+TEST_CASE("all 16 slots taken: lend fails with system_error ENOSPC before touching the device")
+{
+	AgentFixture agent;
+	for (int i = 0; i < 16; i++) {
+		char address[16];
+		std::snprintf(address, sizeof(address), "0000:1%x:00.0", i);
+		agent.tree.add_device(address, 0x1af4, 0x1041, {0x1000, 0, 0, 0, 0, 0}, 20 + i, "");
+		agent.lender->lend(address);
+	}
+	try {
+		agent.lender->lend(nvme_address);
+		FAIL("a 17th device has no slot");
+	} catch (const AgentError &e) {
+		CHECK(e.code() == ErrorCode::system_error);
+		CHECK(e.error_number() == ENOSPC);
+	}
+	CHECK(agent.tree.read("sys/bus/pci/devices/0000:01:00.0/driver_override") == "(null)\n");
+}
+
+TEST_CASE("lease.acquire maps every placed BAR towards the borrower's NTB; the lease says it has a data path")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const std::size_t from = agent.journal.size();
+	const json reply = agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-b");
+	CHECK(reply.at("result").at("data_path") == true);
+	CHECK(since(agent.journal, from) == nic_bars_mapped);
+	CHECK(agent.kernel.bars.size() == 3);
+	// The holder's repeated acquire maps nothing again.
+	CHECK(agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-b").at("result").at("data_path") == true);
+	CHECK(agent.journal.size() == from + 3);
+}
+
+TEST_CASE("a BAR_MAP failure means no lease: what was mapped is unmapped, the error comes back")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	agent.kernel.fail_bar_map[4] = ERANGE;
+	const std::size_t from = agent.journal.size();
+	const json reply = agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-b");
+	CHECK(reply.at("error").at("code") == static_cast<int>(ErrorCode::system_error));
+	CHECK(reply.at("error").at("errno") == ERANGE);
+	CHECK(since(agent.journal, from) == std::vector<std::string>{
+						    nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 0 0x0 +0x1000",
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 1 0x1000 +0x1000"});
+	CHECK(agent.kernel.bars.empty());
+	CHECK_FALSE(agent.lender->devices().at(nic_address).lease);
+}
+
+TEST_CASE("no data path (older kernel, or no NTB configured towards the borrower): the lease is granted, a notice says so")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	agent.kernel.fail_bar_map[0] = ENOTTY;
+	json reply = agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-b");
+	CHECK(reply.at("result").at("data_path") == false);
+	const std::vector<std::string> notices = agent.lender->take_notices();
+	REQUIRE(notices.size() == 1);
+	CHECK(notices[0] == "lease of 0000:02:00.0 by borrower-b has no data path: BAR_MAP failed");
+	const std::string lease = reply.at("result").at("lease");
+	// irq.set needs the data path.
+	reply = agent.call("irq.set", {{"pci", nic_address}, {"lease", lease}, {"index", 2}, {"count", 1}}, Principal::peer,
+			   "borrower-b");
+	CHECK(reply.at("error").at("code") == static_cast<int>(ErrorCode::system_error));
+	CHECK(reply.at("error").at("errno") == EOPNOTSUPP);
+	CHECK(agent.call("lease.release", {{"pci", nic_address}, {"lease", lease}}, Principal::peer, "borrower-b").contains("result"));
+
+	agent.kernel.fail_bar_map.clear();
+	const std::size_t from = agent.journal.size();
+	reply = agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-c");
+	CHECK(reply.at("result").at("data_path") == false);
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"lease of 0000:02:00.0 by borrower-c has no data path: no \"ntb\" configured towards borrower-c"});
+	CHECK(since(agent.journal, from).empty());
+}
+
+TEST_CASE("irq.set: eventfds to VFIO, then the same to IRQ_BRIDGE on the holder's slot; count 0 disarms both")
+{
+	AgentFixture agent;
+	agent.lender->lend(nvme_address);
+	agent.lender->lend(nic_address); // slot 1
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	const auto irq_set = [&](json index, json count, std::string id = "") {
+		return agent.call("irq.set", {{"pci", nic_address}, {"lease", id.empty() ? lease.id : id}, {"index", index}, {"count", count}},
+				  Principal::peer, "borrower-b");
+	};
+	std::size_t from = agent.journal.size();
+	CHECK(irq_set(2, 3).at("result") == json::object());
+	CHECK(since(agent.journal, from) ==
+	      std::vector<std::string>{"vfio 0000:02:00.0 set_irqs 2 3", "kernel irq_bridge 0000:00:0b.0 1 0 3"});
+	CHECK(agent.vfio.records.at(nic_address)->irqs.at(2) == 3);
+	CHECK(agent.kernel.relays.at({lender_ntb, 1}) == 3);
+
+	// Another vector count: disarmed first (VFIO resizes only from disarmed), then armed again.
+	from = agent.journal.size();
+	CHECK(irq_set(2, 5).contains("result"));
+	CHECK(since(agent.journal, from) ==
+	      std::vector<std::string>{"vfio 0000:02:00.0 set_irqs 2 0", "kernel irq_bridge 0000:00:0b.0 1 0 clear",
+				       "vfio 0000:02:00.0 set_irqs 2 5", "kernel irq_bridge 0000:00:0b.0 1 0 5"});
+
+	from = agent.journal.size();
+	CHECK(irq_set(2, 0).contains("result"));
+	CHECK(since(agent.journal, from) ==
+	      std::vector<std::string>{"vfio 0000:02:00.0 set_irqs 2 0", "kernel irq_bridge 0000:00:0b.0 1 0 clear"});
+	CHECK(agent.vfio.records.at(nic_address)->irqs.empty());
+	CHECK(agent.kernel.relays.empty());
+
+	const auto code = [](const json &reply) { return reply.at("error").at("code").get<int>(); };
+	CHECK(code(irq_set(3, 1)) == static_cast<int>(ErrorCode::invalid_params));    // ERR/REQ are not relayed
+	CHECK(code(irq_set(0, 2)) == static_cast<int>(ErrorCode::invalid_params));    // INTx has one vector
+	CHECK(code(irq_set(2, 2049)) == static_cast<int>(ErrorCode::invalid_params)); // above FARPASS_IRQ_VECTORS
+	CHECK(code(irq_set(2, 1ull << 32)) == static_cast<int>(ErrorCode::invalid_params));
+	CHECK(code(irq_set(2, 1, "0000")) == static_cast<int>(ErrorCode::no_such_lease));
+
+	// The relay refused: VFIO is disarmed again, the error comes back.
+	agent.kernel.fail_irq_bridge = EBADF;
+	const json refused = irq_set(1, 1);
+	CHECK(code(refused) == static_cast<int>(ErrorCode::system_error));
+	CHECK(refused.at("error").at("errno") == EBADF);
+	CHECK(agent.vfio.records.at(nic_address)->irqs.empty());
+}
+
+TEST_CASE("release tears down in order: interrupts off, DMA unmapped, BARs unmapped, reset, free")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 2, 2);
+	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0);
+	const std::size_t from = agent.journal.size();
+	agent.lender->release(nic_address, "borrower-b", lease.id);
+	CHECK(since(agent.journal, from) == std::vector<std::string>{
+						    "vfio 0000:02:00.0 set_irqs 2 0",
+						    "kernel irq_bridge 0000:00:0b.0 0 0 clear",
+						    "vfio 0000:02:00.0 unmap_dma 0x100000 +0x2000",
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 0 0x0 +0x1000",
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 1 0x1000 +0x1000",
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 4 0x4000 +0x4000",
+						    "vfio 0000:02:00.0 reset"});
+	CHECK(agent.kernel.bars.empty());
+	CHECK(agent.kernel.relays.empty());
+	CHECK_FALSE(agent.lender->devices().at(nic_address).lease);
+	CHECK(agent.lender->take_notices().empty());
+}
+
+TEST_CASE("expiry tears down the same way; a step that fails is a notice and the rest still runs")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 1, 1);
+	agent.kernel.bars.erase({lender_ntb, nic_address, 1}); // as if the kernel had lost it: its unmap fails
+	agent.clock.now += agent.lender->lease_ms();
+	CHECK(agent.lender->expire_due().size() == 1);
+	CHECK(agent.kernel.bars.empty());
+	CHECK(agent.kernel.relays.empty());
+	CHECK(agent.vfio.records.at(nic_address)->irqs.empty());
+	CHECK(agent.vfio.records.at(nic_address)->resets == 1);
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"unmapping BAR 1 of 0000:02:00.0: BAR_MAP: ENOENT"});
+	CHECK_FALSE(agent.lender->devices().at(nic_address).lease);
+}
+
+TEST_CASE("a restart restores a lease's data path: BARs (still mapped: EEXIST counts), DMA, interrupts with new eventfds")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0x1000);
+	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 2, 4);
+	agent.restart(); // the fake kernel keeps its BAR mappings and relays, as farpass.ko does
+	agent.vfio.records.at(nic_address)->mappings.clear(); // the old container went with the old agent
+	agent.vfio.records.at(nic_address)->irqs.clear();
+	const std::size_t from = agent.journal.size();
+	agent.lender->restore();
+	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
+								     "vfio 0000:02:00.0 map_dma 0x100000 +0x2000",
+								     "vfio 0000:02:00.0 set_irqs 2 4",
+								     "kernel irq_bridge 0000:00:0b.0 0 0 4"});
+	CHECK(agent.lender->take_notices().empty());
+	const LentDevice &device = agent.lender->devices().at(nic_address);
+	CHECK(device.data_path_ntb == lender_ntb);
+	CHECK(agent.vfio.records.at(nic_address)->mappings.at(0x100000) ==
+	      std::make_pair(std::uint64_t{0x2000}, reinterpret_cast<std::uint64_t>(agent.kernel.window.data()) + 0x1000));
+	CHECK(agent.kernel.relays.at({lender_ntb, 0}) == 4);
+	// The lease ends as any other: everything goes.
+	agent.lender->release(nic_address, "borrower-b", lease.id);
+	CHECK(agent.kernel.bars.empty());
+	CHECK(agent.kernel.relays.empty());
+	CHECK(agent.vfio.records.at(nic_address)->mappings.empty());
+}
+
+TEST_CASE("a restart without the interrupts armed clears the slot's relay; what cannot be restored is a notice and forgotten")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0);
+	agent.kernel.window.resize(0x1000); // the window shrank under the restart: the mapping no longer fits
+	agent.restart();
+	const std::size_t from = agent.journal.size();
+	agent.lender->restore();
+	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
+								     "kernel irq_bridge 0000:00:0b.0 0 0 clear"});
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"restoring the lease of 0000:02:00.0 by borrower-b: DMA at IOVA 1048576: DMA window "
+				       "range [0, +8192) is empty or outside the 4096-byte window"});
+	agent.restart();
+	agent.lender->restore();
+	CHECK(agent.lender->devices().at(nic_address).dma_mappings.empty());
 }

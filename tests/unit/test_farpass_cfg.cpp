@@ -4,7 +4,11 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+// cfg.h brings in the uapi, whose struct farpass_irq_bridge ends in a C flexible array member.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
 #include "cfg.h"
+#pragma GCC diagnostic pop
 
 #include <array>
 #include <cstring>
@@ -57,10 +61,10 @@ FakeLender nvme_like()
 std::array<farpass_bar, FARPASS_NUM_BARS> bars_nvme()
 {
 	std::array<farpass_bar, FARPASS_NUM_BARS> b{};
-	b[0] = {0x4000, FARPASS_BAR_MEM64, 0};		// 16 KiB 64-bit, upper half in BAR1
-	b[2] = {0x100, FARPASS_BAR_IO, 0};
-	b[3] = {0x1000, FARPASS_BAR_PREFETCH, 0};	// 4 KiB 32-bit prefetchable
-	b[4] = {0x200000000ULL, FARPASS_BAR_MEM64 | FARPASS_BAR_PREFETCH, 0};	// 8 GiB
+	b[0] = {0x4000, FARPASS_BAR_MEM64, 0, 0};		// 16 KiB 64-bit, upper half in BAR1
+	b[2] = {0x100, FARPASS_BAR_IO, 0, 0};
+	b[3] = {0x1000, FARPASS_BAR_PREFETCH, 0, 0};	// 4 KiB 32-bit prefetchable
+	b[4] = {0x200000000ULL, FARPASS_BAR_MEM64 | FARPASS_BAR_PREFETCH, 0, 0};	// 8 GiB
 	return b;
 }
 

@@ -9,6 +9,7 @@
 #include "client.hpp"
 
 #include <cstdlib>
+#include <sstream>
 
 using namespace farpass::agent;
 using namespace farpass::agent::testing;
@@ -138,4 +139,50 @@ TEST_CASE("--help prints the usage, which docs/agent-protocol.md quotes verbatim
 	const std::string docs = read_file(fs::path(FARPASS_SOURCE_ROOT) / "docs/agent-protocol.md");
 	CHECK_MESSAGE(docs.find(farpassctl_usage()) != std::string::npos,
 		      "docs/agent-protocol.md must contain farpassctl --help verbatim");
+}
+
+namespace {
+
+// The entries of one section of a roff page: the first word of each line after ".TP", with roff's "\-"
+// read as "-", in page order and separated by spaces.
+std::string roff_entries(const std::string &page, const std::string &from_section, const std::string &to_section)
+{
+	const std::size_t begin = page.find(".SH " + from_section + "\n"), end = page.find(".SH " + to_section + "\n");
+	REQUIRE_MESSAGE(begin < end, "sections " << from_section << " and " << to_section << " in that order");
+	std::string names;
+	std::istringstream lines(page.substr(begin, end - begin));
+	for (std::string line; std::getline(lines, line);) {
+		if (line != ".TP" || !std::getline(lines, line))
+			continue;
+		std::istringstream words(line);
+		std::string macro, name;
+		words >> macro >> name;
+		for (std::size_t dash; (dash = name.find("\\-")) != std::string::npos;)
+			name.erase(dash, 1);
+		names += (names.empty() ? "" : " ") + name;
+	}
+	return names;
+}
+
+// The first word of each "  NAME ..." line of the block of --help under `heading`, up to its blank line.
+std::string usage_entries(const std::string &heading)
+{
+	const std::string usage = farpassctl_usage();
+	std::istringstream lines(usage.substr(usage.find(heading + "\n")));
+	std::string line, names;
+	std::getline(lines, line);
+	while (std::getline(lines, line) && !line.empty())
+		names += (names.empty() ? "" : " ") + line.substr(2, line.find(' ', 2) - 2);
+	return names;
+}
+
+} // namespace
+
+TEST_CASE("the man page docs/man/farpassctl.1 has exactly the commands and options of --help")
+{
+	CHECK(usage_entries("commands:") == "list lend unlend borrows status");
+	CHECK(usage_entries("options:") == "--json --socket --force --help");
+	const std::string page = read_file(fs::path(FARPASS_SOURCE_ROOT) / "docs/man/farpassctl.1");
+	CHECK(roff_entries(page, "COMMANDS", "OPTIONS") == usage_entries("commands:"));
+	CHECK(roff_entries(page, "OPTIONS", "EXIT STATUS") == usage_entries("options:"));
 }
