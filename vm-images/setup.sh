@@ -175,6 +175,7 @@ kernel_paths() {
 	FARPASS_L1_INITRD=$FARPASS_KDIR/l1-initrd.gz
 	FARPASS_L2_KERNEL=$FARPASS_KDIR/l2/vmlinux
 	FARPASS_L2_INITRD=$FARPASS_KDIR/l2/initrd.gz
+	FARPASS_L2_FIO=$FARPASS_KDIR/l2/fio
 	FARPASS_ROOTFS=$FARPASS_CACHE/rootfs-bookworm-$(rootfs_hash)
 }
 
@@ -413,6 +414,35 @@ build_l2_kernel() {
 	cp "$o/vmlinux" "$FARPASS_L2_KERNEL"
 }
 
+# fio for the L2 guests (tests/e2e). Debian's binary links ~80 MB of libraries (ceph, gluster, rdma...) that
+# every nested-TCG L2 boot would unpack; built from Debian's source without those engines, statically,
+# it is ~3 MB. Keyed by the source version and these flags.
+FIO_CONFIGURE=(--build-static --disable-native --disable-numa --disable-rdma --disable-rados --disable-rbd
+	--disable-http --disable-gfapi --disable-libnfs --disable-lex --disable-pmem --disable-xnvme
+	--disable-libzbc --disable-tcmalloc --disable-dfs)
+
+build_fio() {
+	local d=$FARPASS_KBUILD/fio
+	rm -rf "$d"
+	mkdir -p "$d"
+	(cd "$d" && apt-get source -q "fio=$1")
+	(cd "$d"/fio-*/ && ./configure "${FIO_CONFIGURE[@]}" && nice make -j"$(nproc)" fio)
+	strip -o "$FARPASS_L2_FIO" "$d"/fio-*/fio
+	rm -rf "$d"
+}
+
+step_l2_fio() {
+	local v hash
+	v=$(apt-cache showsrc fio 2>/dev/null | awk '/^Version:/ {print $2; exit}')
+	[ -n "$v" ] || die "no source package for fio (run: setup.sh apt)"
+	hash=$(printf '%s\n' "$v" "${FIO_CONFIGURE[@]}" | sha256sum | cut -c1-16)
+	if ! is_current "$FARPASS_L2_FIO" "$hash"; then
+		mkdir -p "$(dirname "$FARPASS_L2_FIO")"
+		timed "build-fio $v" with_progress "$FARPASS_CACHE/logs/build-fio.log" build_fio "$v"
+		mark_current "$FARPASS_L2_FIO" "$hash"
+	fi
+}
+
 step_l2() {
 	need_kernel
 	local hash d
@@ -427,11 +457,13 @@ step_l2() {
 		timed build-l2-kernel with_progress "$FARPASS_CACHE/logs/build-l2-kernel.log" build_l2_kernel
 		mark_current "$FARPASS_L2_KERNEL" "$hash"
 	fi
-	hash=$(inputs_hash "$VM_IMAGES/l2-init.sh" /bin/busybox)
+	step_l2_fio
+	hash=$(inputs_hash "$VM_IMAGES/l2-init.sh" /bin/busybox "$FARPASS_L2_FIO")
 	if ! is_current "$FARPASS_L2_INITRD" "$hash"; then
 		d=$(mktemp -d "$FARPASS_KDIR/l2-initrd.XXXXXX")
 		mkdir -p "$d"/{bin,dev,proc,sys,tmp}
 		cp /bin/busybox "$d/bin/busybox"
+		cp "$FARPASS_L2_FIO" "$d/bin/fio"
 		ln -s busybox "$d/bin/sh"
 		cp "$VM_IMAGES/l2-init.sh" "$d/init"
 		chmod 755 "$d/init"
