@@ -20,7 +20,8 @@
 #   RIG_QEMU         QEMU binary (default $FARPASS_QEMU)
 #   RIG_NTB_DEVICE   NTB device model (default ntb-epf); RIG_NTB_PROPS: extra ",prop=val" for it
 #   RIG_APPEND       extra L1 kernel command line;  RIG_QEMU_EXTRA: extra QEMU arguments (all VMs)
-#   RIG_LENDER_EXTRA extra QEMU arguments for the lender only (e.g. "-device edu,addr=0x6")
+#   RIG_LENDER_EXTRA extra QEMU arguments for the lender only (e.g. "-device edu,addr=0x6");
+#   RIG_BORROWER1_EXTRA, RIG_BORROWER2_EXTRA: the same for one borrower (e.g. a local NVMe of its own)
 #   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
 #   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
 
@@ -187,9 +188,10 @@ _rig_prepare_vm() {
 	if [ "$vm" = lender ]; then
 		a+=(-drive "file=$(rig_lender_nvme_img),if=none,id=nvme0,format=raw,cache=writeback"
 			-device "nvme,drive=nvme0,serial=farpass-nvme0,addr=0x8")
-		# shellcheck disable=SC2206
-		a+=(${RIG_LENDER_EXTRA:-})
 	fi
+	local extra=RIG_${vm^^}_EXTRA
+	# shellcheck disable=SC2206
+	a+=(${!extra:-})
 	if [ "${RIG_NO_NTB:-0}" != 1 ]; then
 		if [ "$vm" = lender ]; then
 			for ((link = 1; link <= RIG_BORROWERS; link++)); do
