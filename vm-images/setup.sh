@@ -416,8 +416,8 @@ build_l2_kernel() {
 
 # fio for the L2 guests (tests/e2e). Debian's binary links ~80 MB of libraries (ceph, gluster, rdma...) that
 # every nested-TCG L2 boot would unpack; built from Debian's source without those engines, statically,
-# it is ~3 MB. Keyed by the source version and these flags.
-FIO_CONFIGURE=(--build-static --disable-native --disable-numa --disable-rdma --disable-rados --disable-rbd
+# it is ~3 MB; --disable-shm: the L2 kernel has no SysV IPC. Keyed by the source version and these flags.
+FIO_CONFIGURE=(--build-static --disable-shm --disable-native --disable-numa --disable-rdma --disable-rados --disable-rbd
 	--disable-http --disable-gfapi --disable-libnfs --disable-lex --disable-pmem --disable-xnvme
 	--disable-libzbc --disable-tcmalloc --disable-dfs)
 
