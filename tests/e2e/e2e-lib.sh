@@ -1,0 +1,139 @@
+# shellcheck shell=bash
+# Helpers for the e2e suite (sourced after tests/rig/rig.sh and ntb-lib.sh): boot an L2 guest (the rig's
+# small kernel and initramfs, with fio) under the stock QEMU in a borrower L1 with given devices and
+# memory, run a script in it, and check on L0 what its fio wrote into a device's backing file.
+
+E2E_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# rig_up's default, fixed here because the borrower's own NVMe image lives in it before rig_up runs.
+RIGDIR=${RIGDIR:-$FARPASS_TOP/rig-out/$(basename "$0" .sh)}
+mkdir -p "$RIGDIR"
+RIGDIR=$(cd "$RIGDIR" && pwd)
+
+# What the guest's fio writes: "BS:OFFSET:SIZE" regions of the namespace, one fio job each, and a region
+# nobody writes (the checker must fail there). fio's --size is per job; randwrite with its random map
+# writes every block of a region exactly once.
+E2E_REGIONS=(4096:$((16 << 20)):$((2 << 20)) 131072:$((64 << 20)):$((16 << 20)))
+E2E_UNWRITTEN=4096:$((32 << 20)):$((2 << 20))
+
+# The fio in the L2 initramfs comes from `setup.sh l2`; an initramfs built by an older setup has none.
+e2e_check_setup() {
+	if ! gzip -dc "$FARPASS_L2_INITRD" | cpio -t --quiet 2>/dev/null | grep -qx bin/fio; then
+		echo "no fio in $FARPASS_L2_INITRD: run vm-images/setup.sh l2" >&2
+		return 1
+	fi
+}
+
+# e2e_borrower_nvme SIZE: an emulated NVMe of borrower1's own at 0000:00:08.0 (the lender's slot), backed
+# by a fresh sparse file on L0, $E2E_BORROWER_IMG; sets RIG_BORROWER1_EXTRA, so call it before rig_up.
+E2E_BORROWER_IMG=$RIGDIR/borrower1-nvme.img
+e2e_borrower_nvme() {
+	rm -f "$E2E_BORROWER_IMG"
+	truncate -s "$1" "$E2E_BORROWER_IMG"
+	RIG_BORROWER1_EXTRA="-drive file=$E2E_BORROWER_IMG,if=none,id=lnvme,format=raw,cache=writeback"
+	RIG_BORROWER1_EXTRA+=" -device nvme,drive=lnvme,serial=borrower-nvme,addr=0x8"
+}
+
+# e2e_bind_vfio VM BDF: bind the PCI device BDF of VM to vfio-pci.
+e2e_bind_vfio() {
+	rig_run "$1" -- "set -e; modprobe -a vfio-pci vfio_iommu_type1
+d=/sys/bus/pci/devices/$2
+echo vfio-pci > \$d/driver_override
+if [ -e \$d/driver ]; then echo $2 > \$d/driver/unbind; fi
+echo $2 > /sys/bus/pci/drivers_probe
+test \"\$(basename \$(readlink \$d/driver))\" = vfio-pci"
+}
+
+# e2e_fio_script TAG: the guest script (busybox sh) for e2e_l2. It prints the guest's RAM map, the sum
+# of its NVMe interrupt counts before and after ("E2E-IRQS before|after N"), and for each region of
+# E2E_REGIONS runs fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's
+# offset) on /dev/nvme0n1 ("E2E-FIO bs=BS rc=RC" and fio's summary).
+e2e_fio_script() {
+	local tag=$1 r bs off size
+	cat <<-'EOF2'
+		irqs() { awk '/nvme/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i } END { print n + 0 }' /proc/interrupts; }
+		grep 'System RAM' /proc/iomem | sed 's/^/E2E-RAM /'
+		echo "E2E-IRQS before $(irqs)"
+	EOF2
+	for r in "${E2E_REGIONS[@]}"; do
+		IFS=: read -r bs off size <<<"$r"
+		printf '%s\n' "fio --thread --name=w$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync \
+--rw=randwrite --bs=$bs --offset=$off --size=$size --verify=pattern --verify_pattern=0x$tag%o \
+--do_verify=1 --verify_fatal=1 >/tmp/fio.out 2>&1; rc=\$?" \
+			"if [ \$rc = 0 ]; then grep -E 'err=|WRITE:|READ:' /tmp/fio.out; else cat /tmp/fio.out; fi" \
+			"echo \"E2E-FIO bs=$bs rc=\$rc\""
+	done
+	cat <<-'EOF2'
+		grep nvme /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
+		echo "E2E-IRQS after $(irqs)"
+	EOF2
+}
+
+# e2e_l2 VM MEM SCRIPT QEMU-ARGS...: boot an L2 guest with MEM of RAM and the given devices in VM, run
+# SCRIPT (text) in it, wait for it to power off; prints its console (also kept in $RIGDIR/VM/l2-N.log)
+# and returns QEMU's status (124: the L2 did not finish within E2E_L2_TIMEOUT seconds).
+E2E_L2_TIMEOUT=${E2E_L2_TIMEOUT:-1200}
+e2e_l2() {
+	local vm=$1 mem=$2 script=$3 dir n rc=0
+	shift 3
+	dir=$(rig_vm_dir "$vm")
+	E2E_L2_SEQ=$((${E2E_L2_SEQ:-0} + 1))
+	n=$E2E_L2_SEQ
+	printf '%s\n' "$script" >"$dir/l2-script-$n"
+	rig_run "$vm" --timeout $((E2E_L2_TIMEOUT + 30)) -- "set -o pipefail
+timeout $E2E_L2_TIMEOUT qemu-system-x86_64 -M q35 -accel tcg -m $mem -nodefaults -display none \
+	-serial stdio -no-reboot -kernel $FARPASS_L2_KERNEL -initrd $FARPASS_L2_INITRD \
+	-append 'console=ttyS0 quiet panic=-1' -fw_cfg name=opt/farpass/script,file=$dir/l2-script-$n $* |
+	tr -d '\r' >$dir/l2-$n.log 2>&1" || rc=$?
+	cat "$dir/l2-$n.log"
+	return $rc
+}
+
+# e2e_irqs OUT PHASE: the guest's NVMe interrupt count printed by e2e_fio_script.
+e2e_irqs() { sed -n "s/^E2E-IRQS $2 //p" <<<"$1"; }
+
+# e2e_expect_guest_fio OUT: the L2 ran the script: every fio job passed its own verify, and the NVMe's
+# MSI-X interrupts reached the guest and counted.
+e2e_expect_guest_fio() {
+	local out=$1 r bs before after
+	grep -E '^(L2-|E2E-)|err=|WRITE:|READ:|verify' <<<"$out" | sed 's/^/    L2> /'
+	expect "L2 booted" grep -q '^L2-BOOTED' <<<"$out"
+	expect "L2's stock nvme driver bound the controller" grep -qE '0x1b36:0x0010 .*driver=nvme' <<<"$out"
+	for r in "${E2E_REGIONS[@]}"; do
+		bs=${r%%:*}
+		expect_eq "guest fio randwrite+verify bs=$bs" "$(sed -n "s/^E2E-FIO bs=$bs rc=//p" <<<"$out")" 0
+	done
+	before=$(e2e_irqs "$out" before)
+	after=$(e2e_irqs "$out" after)
+	expect "guest /proc/interrupts: NVMe interrupts counted during fio ($before -> $after)" \
+		test "${after:-0}" -gt "${before:-0}"
+	expect "the nvme queue interrupts are message-signalled (QEMU's NVMe has only MSI-X)" grep -qE '^E2E-IRQ-LINE .*MSI.*nvme0q' <<<"$out"
+	expect "L2 ran the script and powered off" grep -q '^L2-SCRIPT-RC 0' <<<"$out"
+}
+
+# e2e_expect_ram_above_4g OUT: the L2's RAM map (printed by e2e_fio_script) has System RAM above 4 GiB.
+e2e_expect_ram_above_4g() {
+	expect "guest RAM above 4 GiB: $(grep '^E2E-RAM ' <<<"$1" | cut -d' ' -f2 | tr '\n' ' ')" \
+		grep -qE '^E2E-RAM +[1-9][0-9a-f]{8}-' <<<"$1"
+}
+
+# e2e_expect_written IMAGE TAG: on L0, every block of each region in IMAGE (the device's backing file)
+# holds the pattern the guest's fio wrote there; the unwritten region and a wrong tag do not match.
+e2e_expect_written() {
+	local img=$1 tag=$2 r bs off size
+	for r in "${E2E_REGIONS[@]}"; do
+		IFS=: read -r bs off size <<<"$r"
+		expect "L0 backing file: bs=$bs region at $off holds the guest's pattern" \
+			python3 "$E2E_LIB/check-pattern.py" "$img" "$off" "$size" "$bs" "$tag"
+	done
+	IFS=: read -r bs off size <<<"$E2E_UNWRITTEN"
+	expect "... the checker fails on the unwritten region at $off" \
+		not python3 "$E2E_LIB/check-pattern.py" "$img" "$off" "$size" "$bs" "$tag"
+	IFS=: read -r bs off size <<<"${E2E_REGIONS[0]}"
+	expect "... and on a written region with another tag" \
+		not python3 "$E2E_LIB/check-pattern.py" "$img" "$off" "$size" "$bs" "$(e2e_other_tag "$tag")"
+}
+
+not() { ! "$@"; }
+# A per-run pattern tag (4 bytes, hex): data left by another run cannot pass.
+e2e_tag() { od -An -N4 -tx1 /dev/urandom | tr -d ' \n'; }
+e2e_other_tag() { printf '%08x' $((0x$1 ^ 1)); }
