@@ -43,17 +43,21 @@ echo $2 > /sys/bus/pci/drivers_probe
 test \"\$(basename \$(readlink \$d/driver))\" = vfio-pci"
 }
 
-# e2e_fio_script TAG: the guest script (busybox sh) for e2e_l2. It prints the guest's RAM map, the sum
-# of its NVMe interrupt counts before and after ("E2E-IRQS before|after N"), and for each region of
-# E2E_REGIONS runs fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's
-# offset) on /dev/nvme0n1 ("E2E-FIO bs=BS rc=RC" and fio's summary).
+# e2e_fio_script TAG [--pause]: the guest script (busybox sh) for e2e_l2. It prints the guest's RAM map,
+# the sum of its NVMe interrupt counts before and after ("E2E-IRQS before|after N"), and for each region
+# of E2E_REGIONS runs fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's
+# offset) on /dev/nvme0n1 ("E2E-FIO bs=BS rc=RC" and fio's summary). With --pause it waits before and
+# after the fio jobs (e2e_l2_wait fio / fio-done, then e2e_l2_continue), e.g. to read counters around them.
 e2e_fio_script() {
-	local tag=$1 r bs off size
+	local tag=$1 pause=${2:-} r bs off size
 	cat <<-'EOF2'
 		irqs() { awk '/nvme/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i } END { print n + 0 }' /proc/interrupts; }
 		grep 'System RAM' /proc/iomem | sed 's/^/E2E-RAM /'
 		echo "E2E-IRQS before $(irqs)"
 	EOF2
+	if [ "$pause" = --pause ]; then
+		printf '%s\n' "$E2E_GUEST_PAUSE" 'e2e_pause fio'
+	fi
 	for r in "${E2E_REGIONS[@]}"; do
 		IFS=: read -r bs off size <<<"$r"
 		printf '%s\n' "fio --thread --name=w$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync \
@@ -62,30 +66,78 @@ e2e_fio_script() {
 			"if [ \$rc = 0 ]; then grep -E 'err=|WRITE:|READ:' /tmp/fio.out; else cat /tmp/fio.out; fi" \
 			"echo \"E2E-FIO bs=$bs rc=\$rc\""
 	done
+	if [ "$pause" = --pause ]; then
+		echo 'e2e_pause fio-done'
+	fi
 	cat <<-'EOF2'
 		grep nvme /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
 		echo "E2E-IRQS after $(irqs)"
 	EOF2
 }
 
-# e2e_l2 VM MEM SCRIPT QEMU-ARGS...: boot an L2 guest with MEM of RAM and the given devices in VM, run
-# SCRIPT (text) in it, wait for it to power off; prints its console (also kept in $RIGDIR/VM/l2-N.log)
-# and returns QEMU's status (124: the L2 did not finish within E2E_L2_TIMEOUT seconds).
+# e2e_l2_start VM MEM SCRIPT QEMU-ARGS...: boot an L2 guest with MEM of RAM and the given devices in VM
+# (in the background), to run SCRIPT (text) and power off. Its console goes to $E2E_L2_LOG (on L0, in
+# VM's directory; QEMU's own messages to l2-qemu.log there), written by QEMU as it comes. Its second
+# serial port is a FIFO pair in the L1 (/tmp/l2ctl.in/.out): a guest script that pauses
+# (E2E_GUEST_PAUSE) reads it, e2e_l2_continue writes it.
 E2E_L2_TIMEOUT=${E2E_L2_TIMEOUT:-1200}
-e2e_l2() {
-	local vm=$1 mem=$2 script=$3 dir n rc=0
+# Guest script text: defines e2e_pause MARK (prints "E2E-WAIT MARK", waits for e2e_l2_continue). ttyS1
+# is opened once here: input arriving while it is closed would be dropped.
+E2E_GUEST_PAUSE='exec 3</dev/ttyS1; e2e_pause() { echo "E2E-WAIT $1"; read -r _ <&3; }'
+e2e_l2_start() {
+	local vm=$1 mem=$2 script=$3 dir run
 	shift 3
 	dir=$(rig_vm_dir "$vm")
 	E2E_L2_SEQ=$((${E2E_L2_SEQ:-0} + 1))
-	n=$E2E_L2_SEQ
-	printf '%s\n' "$script" >"$dir/l2-script-$n"
-	rig_run "$vm" --timeout $((E2E_L2_TIMEOUT + 30)) -- "set -o pipefail
-timeout $E2E_L2_TIMEOUT qemu-system-x86_64 -M q35 -accel tcg -m $mem -nodefaults -display none \
-	-serial stdio -no-reboot -kernel $FARPASS_L2_KERNEL -initrd $FARPASS_L2_INITRD \
-	-append 'console=ttyS0 quiet panic=-1' -fw_cfg name=opt/farpass/script,file=$dir/l2-script-$n $* |
-	tr -d '\r' >$dir/l2-$n.log 2>&1" || rc=$?
-	cat "$dir/l2-$n.log"
-	return $rc
+	E2E_L2_LOG=$dir/l2-$E2E_L2_SEQ.log
+	run=$dir/l2-run-$E2E_L2_SEQ.sh
+	printf '%s\n' "$script" >"$dir/l2-script-$E2E_L2_SEQ"
+	{
+		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M q35 -accel tcg -m "$mem" -nodefaults \
+			-display none -no-reboot -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
+			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl \
+			-kernel "$FARPASS_L2_KERNEL" -initrd "$FARPASS_L2_INITRD" -append 'console=ttyS0 quiet panic=-1' \
+			-fw_cfg "name=opt/farpass/script,file=$dir/l2-script-$E2E_L2_SEQ" "$@"
+		echo "</dev/null >$dir/l2-qemu.log 2>&1"
+		echo "echo \$? >$dir/l2.rc"
+	} >"$run"
+	rig_run "$vm" -- "rm -f /tmp/l2ctl.in /tmp/l2ctl.out $dir/l2.rc; mkfifo /tmp/l2ctl.in /tmp/l2ctl.out
+setsid bash $run </dev/null >/dev/null 2>&1 &"
+}
+
+# e2e_l2_wait VM MARK SECONDS: wait until the L2 pauses at MARK (true) or has ended (false).
+e2e_l2_wait() {
+	local dir t0=$SECONDS
+	dir=$(rig_vm_dir "$1")
+	until grep -q "^E2E-WAIT $2" "$E2E_L2_LOG" 2>/dev/null; do
+		if [ -e "$dir/l2.rc" ] || ((SECONDS - t0 > $3)); then
+			echo "L2 did not reach E2E-WAIT $2" >&2
+			return 1
+		fi
+		sleep 1
+	done
+}
+
+e2e_l2_continue() { rig_run "$1" -- "echo go >/tmp/l2ctl.in"; }
+
+# e2e_l2_finish VM: wait for the L2's QEMU to exit; prints the guest's console, returns QEMU's status
+# (124: the L2 did not finish within E2E_L2_TIMEOUT seconds of its start).
+e2e_l2_finish() {
+	local dir rc
+	dir=$(rig_vm_dir "$1")
+	until [ -s "$dir/l2.rc" ]; do
+		rig_vm_alive "$1" || { echo "$1 died" >&2; return 125; }
+		sleep 1
+	done
+	tr -d '\r' <"$E2E_L2_LOG"
+	cat "$dir/l2-qemu.log"
+	read -r rc <"$dir/l2.rc"
+	return "$rc"
+}
+
+# e2e_l2 VM MEM SCRIPT QEMU-ARGS...: e2e_l2_start, then e2e_l2_finish.
+e2e_l2() {
+	e2e_l2_start "$@" && e2e_l2_finish "$1"
 }
 
 # e2e_irqs OUT PHASE: the guest's NVMe interrupt count printed by e2e_fio_script.
@@ -137,3 +189,28 @@ not() { ! "$@"; }
 # A per-run pattern tag (4 bytes, hex): data left by another run cannot pass.
 e2e_tag() { od -An -N4 -tx1 /dev/urandom | tr -d ' \n'; }
 e2e_other_tag() { printf '%08x' $((0x$1 ^ 1)); }
+
+# e2e_remote_mdev VM UUID: the remote path up to a guest-ready mdev, as tests/kernel/test_remote_nvme.sh
+# does it: farpass.ko and agents on the lender and VM, the lender's NVMe lent, its mdev type announced on
+# VM's NTB, instance UUID created. Needs kernel-lib.sh and agent-lib.sh.
+e2e_remote_mdev() {
+	local vm=$1 uuid=$2 ntb type
+	ntb=$(ntb_pci "$vm")
+	ag_key
+	fp_load lender
+	fp_load "$vm"
+	ag_lender_up ", \"peers\": [$(ag_peer_entry "$vm" "$(ntb_pci lender)")]"
+	ag_config "$vm" ", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$ntb")]"
+	expect "$vm: farpass-agent starts" ag_start "$vm"
+	for _ in $(seq 30); do
+		type=$(fp_types "$vm" | grep -- -farpass-lender- | head -1)
+		[ -n "$type" ] && break
+		sleep 1
+	done
+	expect "$vm: the lender's NVMe appears as an mdev type on the NTB: $type" test -n "$type"
+	expect "$vm: create mdev $uuid" \
+		rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$type/create"
+}
+
+# e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).
+e2e_counter() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }

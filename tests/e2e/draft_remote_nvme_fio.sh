@@ -1,0 +1,64 @@
+#!/bin/bash
+# DRAFT (not run by run-suites until renamed test_remote_nvme_fio.sh; needs main's remote path, proved
+# by tests/kernel/test_remote_nvme.sh): the lender's NVMe in an L2 guest of borrower1 through the farpass
+# mdev and stock QEMU (-device vfio-pci,sysfsdev=...), 3 GiB of guest RAM (1 GiB of it above 4 GiB), the
+# guest's stock nvme driver running the same fio as test_local_nvme_fio.sh. Checks:
+#  (a) the guest's fio verify passed, and the NVMe's MSI-X interrupts reached the guest and counted;
+#  (b) the guest has RAM above 4 GiB, and farpass pinned more than the 2 GiB below it for the DMA window
+#      (DMA_LAYOUT during fio), so the guest's pages above 4 GiB are reachable by the device;
+#  (c) on L0, the lender's backing file holds the pattern at every block the guest wrote (the proof), and
+#      the checker fails on an unwritten region and with another tag;
+#  (d) no software in the data path: over the fio jobs, borrower1's farpass counters show no trapped BAR
+#      access outside the MSI-X table/PBA and no agent upcall (the interrupt counters are printed).
+# Prints the L2 run's duration and the counters' deltas.
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/../kernel/kernel-lib.sh"
+. "$(dirname "$0")/../agent/agent-lib.sh"
+. "$(dirname "$0")/e2e-lib.sh"
+ag_check_built && fp_check_built && e2e_check_setup
+
+B=borrower1
+U=8f7c3ab0-5c6e-4e41-9d3e-00000000e2e1
+# The DMA window (MW2 of the NTB) must cover the guest's RAM: 2 GiB below 4 GiB and 1 GiB above.
+export RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=4G
+# The guest's 3 GiB are pinned in borrower1.
+rig_up --borrowers 1 --borrower-mem 4608
+e2e_remote_mdev $B $U
+
+tag=$(e2e_tag)
+t0=$SECONDS
+e2e_l2_start $B 3G "$(e2e_fio_script "$tag" --pause)" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
+expect "L2 booted and reached its fio jobs" e2e_l2_wait $B fio 900
+c0=$(rig_run $B -- "cat $FP_DBG/counters")
+layout=$(fp_client $B dma-layout --id 1 || true)
+e2e_l2_continue $B
+expect "L2 finished its fio jobs" e2e_l2_wait $B fio-done 1200
+c1=$(rig_run $B -- "cat $FP_DBG/counters")
+e2e_l2_continue $B
+out=$(e2e_l2_finish $B) || echo "L2 QEMU: status $?"
+echo "L2 boot + fio + power-off: $((SECONDS - t0)) s"
+
+e2e_expect_guest_fio "$out"
+e2e_expect_ram_above_4g "$out"
+echo "DMA_LAYOUT during fio: $layout"
+pinned=$(fp_field " $layout" pinned)
+expect "(b) pinned for the DMA window: $pinned pages, more than the 2 GiB below 4 GiB" \
+	test "${pinned:-0}" -gt $(((2 << 30) / 4096))
+
+delta() { echo $(($(e2e_counter "$c1" "$1") - $(e2e_counter "$c0" "$1"))); }
+upcalls=0
+for c in upcalls_borrow upcalls_return upcalls_cfg_read upcalls_cfg_write upcalls_reset upcalls_set_irqs; do
+	echo "counter $c: +$(delta $c) during fio"
+	upcalls=$((upcalls + $(delta $c)))
+done
+for c in bar_trapped_msix irq_delivered irq_signalled; do
+	echo "counter $c: +$(delta $c) during fio"
+done
+expect_eq "(d) BAR accesses trapped outside the MSI-X table/PBA during fio" "$(delta bar_trapped_other)" 0
+expect_eq "(d) agent upcalls during fio" "$upcalls" 0
+
+e2e_expect_written "$(rig_lender_nvme_img)" "$tag"
+expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
+expect "no warning or oops on the lender" rig_run lender -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
