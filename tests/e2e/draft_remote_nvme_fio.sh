@@ -32,7 +32,7 @@ t0=$SECONDS
 e2e_l2_start $B 3G "$(e2e_fio_script "$tag" --pause)" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
 expect "L2 booted and reached its fio jobs" e2e_l2_wait $B fio 900
 c0=$(rig_run $B -- "cat $FP_DBG/counters")
-layout=$(fp_client $B dma-layout --id 1 || true)
+layout=$(fp_client $B dma-layout --id "$E2E_DEVICE_ID" || true)
 e2e_l2_continue $B
 expect "L2 finished its fio jobs" e2e_l2_wait $B fio-done 1200
 c1=$(rig_run $B -- "cat $FP_DBG/counters")

@@ -105,12 +105,13 @@ e2e_l2_start() {
 setsid bash $run </dev/null >/dev/null 2>&1 &"
 }
 
-# e2e_l2_wait VM MARK SECONDS: wait until the L2 pauses at MARK (true) or has ended (false).
+# e2e_l2_wait VM MARK SECONDS: wait until the L2 pauses at MARK (true) or has ended or stopped (false).
 e2e_l2_wait() {
 	local dir t0=$SECONDS
 	dir=$(rig_vm_dir "$1")
 	until grep -q "^E2E-WAIT $2" "$E2E_L2_LOG" 2>/dev/null; do
-		if [ -e "$dir/l2.rc" ] || ((SECONDS - t0 > $3)); then
+		# QEMU stops a guest whose VFIO device reported an error (vfio_err_notifier_handler).
+		if [ -e "$dir/l2.rc" ] || ((SECONDS - t0 > $3)) || grep -qs 'Unrecoverable error' "$dir/l2-qemu.log"; then
 			echo "L2 did not reach E2E-WAIT $2" >&2
 			return 1
 		fi
@@ -192,7 +193,8 @@ e2e_other_tag() { printf '%08x' $((0x$1 ^ 1)); }
 
 # e2e_remote_mdev VM UUID: the remote path up to a guest-ready mdev, as tests/kernel/test_remote_nvme.sh
 # does it: farpass.ko and agents on the lender and VM, the lender's NVMe lent, its mdev type announced on
-# VM's NTB, instance UUID created. Needs kernel-lib.sh and agent-lib.sh.
+# VM's NTB, instance UUID created; E2E_DEVICE_ID is the device's announced id (its type's suffix).
+# Needs kernel-lib.sh and agent-lib.sh.
 e2e_remote_mdev() {
 	local vm=$1 uuid=$2 ntb type
 	ntb=$(ntb_pci "$vm")
@@ -200,14 +202,19 @@ e2e_remote_mdev() {
 	fp_load lender
 	fp_load "$vm"
 	ag_lender_up ", \"peers\": [$(ag_peer_entry "$vm" "$(ntb_pci lender)")]"
-	ag_config "$vm" ", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$ntb")]"
+	# An L2 boot under nested TCG on a loaded machine can take the lender more than the default 1.5 s to
+	# answer a forwarded config read (and the upcall's 2 s), which makes the device surprise-removed; the
+	# timeouts themselves are tested in tests/kernel.
+	ag_config "$vm" ", \"poll_ms\": 1000, \"call_timeout_ms\": 8000, \"peers\": [$(ag_peer_entry lender "$ntb")]"
+	rig_run "$vm" -- "echo 10000 >/sys/module/farpass/parameters/upcall_timeout_ms"
 	expect "$vm: farpass-agent starts" ag_start "$vm"
 	for _ in $(seq 30); do
-		type=$(fp_types "$vm" | grep -- -farpass-lender- | head -1)
+		type=$(fp_types "$vm" | grep -- -farpass-lender- | head -1 || true)
 		[ -n "$type" ] && break
 		sleep 1
 	done
 	expect "$vm: the lender's NVMe appears as an mdev type on the NTB: $type" test -n "$type"
+	E2E_DEVICE_ID=${type##*-}
 	expect "$vm: create mdev $uuid" \
 		rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$type/create"
 }
