@@ -113,3 +113,28 @@ ag_lender_up() {
 	expect_eq "lender: the NVMe is bound to vfio-pci" \
 		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
 }
+
+# The lender's NVMe read around its driver: command register and CSTS through resource0.
+ag_lender_nvme_state() {
+	rig_run lender -- "printf 'command=0x%s ' \$(setpci -s $LENDER_NVME COMMAND)
+python3 -c 'import mmap, struct
+f = open(\"/sys/bus/pci/devices/$LENDER_NVME/resource0\", \"r+b\")
+m = mmap.mmap(f.fileno(), 4096)
+print(\"csts=%#x\" % struct.unpack_from(\"<I\", m, 0x1c))'"
+}
+
+# ag_expect_returned VM SECONDS LABEL: VM's agent gave the lender's NVMe back within SECONDS; the lender
+# has no borrow, lists it free, keeps it on vfio-pci, with bus master off and the controller reset.
+ag_expect_returned() {
+	local vm=$1 label=$3 state
+	expect "$vm: the agent gave it back" ag_wait_log "$vm" "$2" "gave back lender/$LENDER_NVME"
+	expect_eq "$label lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
+	expect_eq "$label lender: list shows it free" \
+		"$(ag_ctl lender --json list | jq -r '.devices[0] | "\(.pci) \(.borrower)"')" "$LENDER_NVME null"
+	expect_eq "$label lender: the NVMe is still on vfio-pci" \
+		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
+	state=$(ag_lender_nvme_state)
+	echo "lender: $state"
+	expect "$label lender: bus master off, controller reset (CSTS.RDY 0)" \
+		test $(($(fp_field " $state" command) & 4)) = 0 -a $(($(fp_field " $state" csts) & 1)) = 0
+}

@@ -79,7 +79,7 @@ e2e_fio_script() {
 # (in the background), to run SCRIPT (text) and power off. Its console goes to $E2E_L2_LOG (on L0, in
 # VM's directory; QEMU's own messages to l2-qemu.log there), written by QEMU as it comes. Its second
 # serial port is a FIFO pair in the L1 (/tmp/l2ctl.in/.out): a guest script that pauses
-# (E2E_GUEST_PAUSE) reads it, e2e_l2_continue writes it.
+# (E2E_GUEST_PAUSE) reads it, e2e_l2_continue writes it. Its QMP socket is /tmp/l2qmp.sock (e2e_qmp).
 E2E_L2_TIMEOUT=${E2E_L2_TIMEOUT:-1200}
 # Guest script text: defines e2e_pause MARK (prints "E2E-WAIT MARK", waits for e2e_l2_continue). ttyS1
 # is opened once here: input arriving while it is closed would be dropped.
@@ -95,7 +95,7 @@ e2e_l2_start() {
 	{
 		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M q35 -accel tcg -m "$mem" -nodefaults \
 			-display none -no-reboot -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
-			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl \
+			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl -qmp unix:/tmp/l2qmp.sock,server=on,wait=off \
 			-kernel "$FARPASS_L2_KERNEL" -initrd "$FARPASS_L2_INITRD" -append 'console=ttyS0 quiet panic=-1' \
 			-fw_cfg "name=opt/farpass/script,file=$dir/l2-script-$E2E_L2_SEQ" "$@"
 		echo "</dev/null >$dir/l2-qemu.log 2>&1"
@@ -120,6 +120,14 @@ e2e_l2_wait() {
 }
 
 e2e_l2_continue() { rig_run "$1" -- "echo go >/tmp/l2ctl.in"; }
+
+# e2e_qmp VM COMMAND [ARGUMENTS-JSON] [--event NAME [--timeout S]]: a QMP command to the L2's QEMU in VM.
+e2e_qmp() {
+	local vm=$1 a
+	shift
+	a=$(printf '%q ' "$@")
+	rig_run "$vm" --timeout 300 -- "python3 $E2E_LIB/qmp.py /tmp/l2qmp.sock $a"
+}
 
 # e2e_l2_finish VM: wait for the L2's QEMU to exit; prints the guest's console, returns QEMU's status
 # (124: the L2 did not finish within E2E_L2_TIMEOUT seconds of its start).
@@ -221,3 +229,12 @@ e2e_remote_mdev() {
 
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).
 e2e_counter() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
+
+# e2e_remote_up VM UUID MEM-MiB: the rig for a guest of the lender's NVMe on VM (borrower1): the DMA window
+# (the NTB's MW2) of 4 GiB covers a guest of up to 3 GiB (2 GiB below 4 GiB, 1 GiB above), VM has MEM-MiB
+# for the guest's RAM pinned there; then e2e_remote_mdev.
+e2e_remote_up() {
+	export RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=4G
+	rig_up --borrowers 1 --borrower-mem "$3"
+	e2e_remote_mdev "$1" "$2"
+}

@@ -35,7 +35,7 @@
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
-//   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P")
+//   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P slots=GPA+SIZE,...")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
 //                  window, then a read over the link so that the posted writes were executed)
@@ -1573,7 +1573,15 @@ int run(const Args &a)
 	if (a.action == "dma-layout") {
 		farpass_dma_layout l;
 		int err = dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
-		return finish(a, err, err ? "" : "nr=" + std::to_string(l.nr_slots) + " pinned=" + std::to_string(l.pages_pinned));
+		std::string slots;
+		for (uint32_t i = 0; !err && i < l.nr_slots && i < FARPASS_DMA_SLOTS; i++) {
+			char slot[64];
+			std::snprintf(slot, sizeof slot, "%s%#llx+%#llx", i ? "," : "",
+				      (unsigned long long)l.slots[i].gpa, (unsigned long long)l.slots[i].size);
+			slots += slot;
+		}
+		return finish(a, err, err ? "" : "nr=" + std::to_string(l.nr_slots) + " pinned=" +
+					     std::to_string(l.pages_pinned) + " slots=" + slots);
 	}
 	std::fprintf(stderr, "unknown action %s\n", a.action.c_str());
 	return 2;

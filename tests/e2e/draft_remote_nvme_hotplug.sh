@@ -1,0 +1,47 @@
+#!/bin/bash
+# DRAFT (not run by run-suites until renamed test_remote_nvme_hotplug.sh): QEMU hot-remove and hot-add of
+# the lender's NVMe (the farpass mdev behind a PCIe root port of the L2 guest), driven over the L2
+# QEMU's QMP while the guest waits between steps. Checks:
+#  (a) device_del: the guest releases the device (DEVICE_DELETED, no nvme disk left), borrower1's agent
+#      gives it back, the lender shows it free and reset it;
+#  (b) device_add: the guest's nvme driver takes it again (borrowed again) and fio randwrite+verify
+#      works; the lender's backing file holds what it wrote (as in test_local_nvme_fio.sh).
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/../kernel/kernel-lib.sh"
+. "$(dirname "$0")/../agent/agent-lib.sh"
+. "$(dirname "$0")/e2e-lib.sh"
+ag_check_built && fp_check_built && e2e_check_setup
+
+B=borrower1
+U=8f7c3ab0-5c6e-4e41-9d3e-00000000e2e2
+e2e_remote_up $B $U 2560
+DEV="{\"driver\": \"vfio-pci\", \"id\": \"fp0\", \"bus\": \"rp1\", \"sysfsdev\": \"/sys/bus/mdev/devices/$U\"}"
+
+tag=$(e2e_tag)
+script="$E2E_GUEST_PAUSE
+e2e_pause unplug
+for i in \$(seq 120); do [ -e /sys/block/nvme0n1 ] || break; sleep 1; done
+echo \"E2E-NVME-DISKS after device_del: \$(ls /sys/block | grep -c nvme)\"
+e2e_pause plug
+for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
+echo \"E2E-NVME-DISKS after device_add: \$(ls /sys/block | grep -c nvme)\"
+$(e2e_fio_script "$tag")"
+e2e_l2_start $B 1G "$script" -device pcie-root-port,id=rp1,chassis=1 \
+	-device vfio-pci,id=fp0,bus=rp1,sysfsdev=/sys/bus/mdev/devices/$U
+expect "L2 booted with the device and waits" e2e_l2_wait $B unplug 900
+expect "(a) QMP device_del: DEVICE_DELETED" e2e_qmp $B device_del '{"id": "fp0"}' --event DEVICE_DELETED --timeout 240
+ag_expect_returned $B 60 "(a)"
+e2e_l2_continue $B
+expect "L2 waits for the device to come back" e2e_l2_wait $B plug 300
+expect "(b) QMP device_add" e2e_qmp $B device_add "$DEV"
+e2e_l2_continue $B
+out=$(e2e_l2_finish $B) || echo "L2 QEMU: status $?"
+expect_eq "(a) guest: no nvme disk after device_del" \
+	"$(sed -n 's/^E2E-NVME-DISKS after device_del: //p' <<<"$out")" 0
+expect_eq "(b) guest: the nvme disk is back after device_add" \
+	"$(sed -n 's/^E2E-NVME-DISKS after device_add: //p' <<<"$out")" 1
+expect_eq "(b) borrowed twice (boot, device_add)" "$(ag_log $B | grep -c 'borrowed lender/')" 2
+e2e_expect_guest_fio "$out"
+e2e_expect_written "$(rig_lender_nvme_img)" "$tag"
