@@ -16,8 +16,11 @@ E2E_REGIONS=(4096:$((16 << 20)):$((2 << 20)) 131072:$((64 << 20)):$((16 << 20)))
 E2E_UNWRITTEN=4096:$((32 << 20)):$((2 << 20))
 
 # The fio in the L2 initramfs comes from `setup.sh l2`; an initramfs built by an older setup has none.
+# The tests boot a copy in $RIGDIR: a set-up running meanwhile (another checkout) cannot swap it.
+E2E_L2_INITRD=$RIGDIR/l2-initrd.gz
 e2e_check_setup() {
-	if ! gzip -dc "$FARPASS_L2_INITRD" | cpio -t --quiet 2>/dev/null | grep -qx bin/fio; then
+	cp "$FARPASS_L2_INITRD" "$E2E_L2_INITRD"
+	if ! gzip -dc "$E2E_L2_INITRD" | cpio -t --quiet 2>/dev/null | grep -qx bin/fio; then
 		echo "no fio in $FARPASS_L2_INITRD: run vm-images/setup.sh l2" >&2
 		return 1
 	fi
@@ -96,7 +99,7 @@ e2e_l2_start() {
 		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M q35 -accel tcg -m "$mem" -nodefaults \
 			-display none -no-reboot -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
 			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl -qmp unix:/tmp/l2qmp.sock,server=on,wait=off \
-			-kernel "$FARPASS_L2_KERNEL" -initrd "$FARPASS_L2_INITRD" -append 'console=ttyS0 quiet panic=-1' \
+			-kernel "$FARPASS_L2_KERNEL" -initrd "$E2E_L2_INITRD" -append 'console=ttyS0 quiet panic=-1' \
 			-fw_cfg "name=opt/farpass/script,file=$dir/l2-script-$E2E_L2_SEQ" "$@"
 		echo "</dev/null >$dir/l2-qemu.log 2>&1"
 		echo "echo \$? >$dir/l2.rc"
