@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export FARPASS_CACHE ?= /var/cache/farpass
 BUILD := build
 
-.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent bench clean
+.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent check-libvirt bench clean
 
 all: build
 
@@ -18,7 +18,7 @@ build: setup
 	meson compile -C $(BUILD)
 
 check: build
-	tests/run-suites.sh unit rig kernel agent
+	tests/run-suites.sh unit rig kernel agent libvirt
 
 check-unit: build
 	tests/run-suites.sh unit
@@ -33,6 +33,10 @@ check-kernel: build
 # farpass-agent and farpassctl in the rig: lend, list, announce, authentication, leases (tests/agent/).
 check-agent: build
 	tests/run-suites.sh agent
+
+# libvirt in the rig's L1 libvirt root: mdevctl and virsh discovery, persistent mdevs, the hook (tests/libvirt/).
+check-libvirt: build
+	tests/run-suites.sh libvirt
 
 bench: build
 	bash tests/bench/run.sh
