@@ -33,6 +33,15 @@ chmod +x "$t/farpassctl"
 cat >"$t/status.json" <<'EOF'
 {"host": "borrower2", "remote_devices": [{"lender": "lender", "pci": "0000:00:08.0", "id": 123456, "ntb": "0000:00:05.0", "announced": true, "borrowed": false}]}
 EOF
+# mdevctl: the UUIDs in $t/defined are defined; `start` is logged to $t/mdevctl.log.
+cat >"$t/mdevctl" <<EOF
+#!/bin/bash
+case "\$1" in
+list) grep -x "\$4" "$t/defined" 2>/dev/null || true ;;
+start) echo "\$*" >>"$t/mdevctl.log" ;;
+esac
+EOF
+chmod +x "$t/mdevctl"
 list() { # list BORROWER|null UNREACHABLE-JSON
 	printf '{"devices": [{"host": "lender", "pci": "0000:00:08.0", "borrower": %s}], "unreachable": %s}\n' "$1" "$2" >"$t/list.json"
 }
@@ -49,7 +58,7 @@ hook() { # hook OP SUBOP UUID...: runs the hook as libvirtd does; prints stderr,
 	shift 2
 	rm -f "$types/$TYPE/create"
 	# shellcheck disable=SC2069 # stderr is the result, stdout (XML for libvirt) is not looked at here
-	domain_xml "$@" | FARPASSCTL=$t/farpassctl FARPASS_SYSFS=$t/sys FARPASS_HOOK_STATE=$t/state PATH=/nonexistent:$PATH \
+	domain_xml "$@" | FARPASSCTL=$t/farpassctl MDEVCTL=$t/mdevctl FARPASS_SYSFS=$t/sys FARPASS_HOOK_STATE=$t/state \
 		"$HOOK" g "$op" "$subop" - 2>&1 >/dev/null
 }
 OTHER=11111111-2222-3333-4444-555555555555
@@ -74,6 +83,14 @@ expect_eq "nothing created" "$(test -e "$types/$TYPE/create" && echo created)" "
 hook release end "$UUID" >/dev/null
 expect_eq "release leaves it" "$(test -e "$t/sys/bus/mdev/devices/$UUID/remove" && echo removed)" ""
 rm -rf "$t/sys/bus/mdev/devices/$UUID"
+
+echo "# an instance defined in mdevctl is started by mdevctl, and stays at release"
+echo "$UUID" >"$t/defined"
+out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
+expect_eq "prepare succeeds" "$rc:$out" "0:"
+expect_eq "mdevctl start -u UUID" "$(cat "$t/mdevctl.log" 2>/dev/null)" "start -u $UUID"
+expect_eq "not through sysfs, not remembered as the hook's" "$(test -e "$types/$TYPE/create" && echo created)$(ls "$t/state")" ""
+rm "$t/defined"
 
 echo "# errors: one line naming the device and the reason, exit 1, nothing created"
 list '"borrower1"' '[]'
