@@ -1,6 +1,9 @@
-// farpass-agent: the per-host daemon. One thread, one poll loop: peer agents on TCP, farpassctl on a Unix
-// socket (root only), lease expiry once a second, SIGTERM/SIGINT for a clean stop. State is persisted on
-// every change, so stopping needs no flush and a restart finds every device and lease again.
+// farpass-agent: the per-host daemon. The main thread's poll loop serves peer agents on TCP, farpassctl on
+// a Unix socket (root only), lease expiry once a second and SIGTERM/SIGINT for a clean stop. The borrower
+// role (the kernel's upcalls, polling the lenders, heartbeats) runs in a thread of its own with its own
+// peer sessions: its calls wait on other agents, and two agents each waiting in one loop for the other's
+// answer would stall both until the call timeout. State is persisted on every change, so stopping needs
+// no flush and a restart finds every device and lease again.
 #include "auth.hpp"
 #include "borrower.hpp"
 #include "client.hpp"
@@ -20,6 +23,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -30,6 +34,7 @@
 #include <cstring>
 #include <iostream>
 #include <list>
+#include <thread>
 
 using namespace farpass::agent;
 
@@ -40,8 +45,11 @@ constexpr int tick_ms = 1000;
 
 void log_line(LogLevel level, const std::string &line)
 {
-	// "<N>" is the sd-daemon priority prefix journald strips and records.
-	std::cerr << "<" << static_cast<int>(level) << ">" << line << std::endl;
+	// "<N>" is the sd-daemon priority prefix journald strips and records. One write per line: two
+	// threads log.
+	const std::string text = "<" + std::to_string(static_cast<int>(level)) + ">" + line + "\n";
+	std::cerr.write(text.data(), static_cast<std::streamsize>(text.size()));
+	std::cerr.flush();
 }
 
 int listen_tcp(const std::string &address)
@@ -91,6 +99,11 @@ struct Connection {
 	std::int64_t last_activity_ms;
 };
 
+std::unique_ptr<Transport> connect_peer(const PeerAddress &peer, int timeout_ms)
+{
+	return std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, timeout_ms));
+}
+
 // Peer host -> this host's NTB towards it, for the lender role's outbound windows.
 std::map<std::string, std::string> ntb_links(const std::vector<PeerAddress> &peers)
 {
@@ -106,11 +119,9 @@ public:
 	explicit Agent(const AgentConfig &config)
 		: config_(config), key_(ClusterKey::load(config.cluster_key)),
 		  kernel_(open_device_path(config.device), ntb_links(config.peers)),
-		  sessions_(
-			  [](const PeerAddress &peer, int timeout_ms) -> std::unique_ptr<Transport> {
-				  return std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, timeout_ms));
-			  },
-			  clock_, config.host, key_, static_cast<int>(config.call_timeout_ms), log_line),
+		  sessions_(connect_peer, clock_, config.host, key_, static_cast<int>(config.call_timeout_ms), log_line),
+		  borrower_sessions_(connect_peer, clock_, config.host, key_, static_cast<int>(config.call_timeout_ms),
+				     log_line),
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
 		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms,
 			  BarWindow{config.bar_slot_bytes, config.bar_window_bytes}, ntb_links(config.peers)),
@@ -121,10 +132,12 @@ public:
 		  dispatcher_(method_table(context_)),
 		  borrower_(kernel_, clock_, borrower_store_, config.peers,
 			    [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
-				    return call_peer(peer, method, params);
+				    return borrower_sessions_.call(peer, method, params);
 			    },
 			    log_line, config.poll_ms)
 	{
+		if (borrower_stop_ < 0)
+			throw_system_error("eventfd");
 		context_.borrower = &borrower_;
 		borrower_.restore();
 		for (const std::string &gone : lender_.restore())
@@ -152,15 +165,25 @@ public:
 		::close(tcp_);
 		::close(unix_);
 		::close(signals_);
+		::close(borrower_stop_);
 		::unlink(config_.socket.c_str());
 	}
 
 	void run()
 	{
+		std::thread borrower([this] { run_borrower(); });
+		serve_requests();
+		const std::uint64_t one = 1;
+		if (::write(borrower_stop_, &one, sizeof(one)) != sizeof(one))
+			throw_system_error("stopping the borrower thread");
+		borrower.join();
+	}
+
+private:
+	void serve_requests()
+	{
 		for (;;) {
 			std::vector<pollfd> fds = {{signals_, POLLIN, 0}, {tcp_, POLLIN, 0}, {unix_, POLLIN, 0}};
-			const int upcalls = kernel_.upcall_fd();
-			fds.push_back({upcalls, POLLIN, 0}); // ignored by poll while -1
 			for (const Connection &connection : connections_)
 				fds.push_back({connection.fd, short(POLLIN | (connection.outgoing.empty() ? 0 : POLLOUT)), 0});
 			if (::poll(fds.data(), fds.size(), next_tick_in()) < 0 && errno != EINTR)
@@ -173,10 +196,8 @@ public:
 				accept_connection(tcp_, Principal::peer);
 			if (fds[2].revents)
 				accept_connection(unix_, Principal::local_admin);
-			if (fds[3].revents & POLLIN)
-				borrower_.serve_upcalls();
 			auto connection = connections_.begin();
-			for (std::size_t i = 4; i < fds.size(); i++, connection++)
+			for (std::size_t i = 3; i < fds.size(); i++, connection++)
 				serve(*connection, fds[i].revents);
 			reap_connections();
 			if (clock_.now_ms() >= next_tick_ms_) {
@@ -185,13 +206,35 @@ public:
 					log_line(LogLevel::warning, "lease of " + expired.pci_address + " by " +
 									    expired.lease.borrower +
 									    " expired: device unmapped, reset and free");
-				borrower_.tick();
 			}
 			log_lender_notices();
 		}
 	}
 
-private:
+	// The borrower role's loop: upcalls as they come, lenders polled and leases renewed every tick.
+	void run_borrower()
+	{
+		std::int64_t next_tick_ms = 0;
+		for (;;) {
+			const std::int64_t left = std::clamp<std::int64_t>(next_tick_ms - clock_.now_ms(), 0, tick_ms);
+			pollfd fds[] = {{borrower_stop_, POLLIN, 0}, {kernel_.upcall_fd(), POLLIN, 0}}; // -1: ignored
+			if (::poll(fds, 2, static_cast<int>(left)) < 0 && errno != EINTR)
+				throw_system_error("poll");
+			if (fds[0].revents)
+				return;
+			try {
+				if (fds[1].revents & POLLIN)
+					borrower_.serve_upcalls();
+				if (clock_.now_ms() >= next_tick_ms) {
+					next_tick_ms = clock_.now_ms() + tick_ms;
+					borrower_.tick();
+				}
+			} catch (const std::exception &e) {
+				log_line(LogLevel::error, std::string("borrower: ") + e.what());
+			}
+		}
+	}
+
 	void log_lender_notices()
 	{
 		for (const std::string &notice : lender_.take_notices())
@@ -284,7 +327,8 @@ private:
 	Sysfs sysfs_;
 	LinuxVfio vfio_;
 	FarpassKernelPort kernel_;
-	PeerSessions sessions_; // one authenticated session per peer, reused by every call
+	PeerSessions sessions_;		 // the request loop's (cluster.*): one session per peer, reused
+	PeerSessions borrower_sessions_; // the borrower thread's
 	StateStore store_;
 	StateStore borrower_store_;
 	Lender lender_;
@@ -294,6 +338,7 @@ private:
 	std::int64_t next_tick_ms_ = 0;
 	std::list<Connection> connections_;
 	int tcp_ = -1, unix_ = -1, signals_ = -1;
+	int borrower_stop_ = ::eventfd(0, EFD_CLOEXEC); // written once: the borrower thread returns
 };
 
 } // namespace

@@ -138,7 +138,7 @@ void Borrower::restore()
 		}
 	} catch (const json::exception &e) {
 		throw AgentError(ErrorCode::internal_error, std::string("malformed borrower state file: ") + e.what());
-	}
+	}	publish_view();
 }
 
 void Borrower::tick()
@@ -151,6 +151,7 @@ void Borrower::tick()
 		reconcile();
 	}
 	renew_due();
+	publish_view();
 }
 
 void Borrower::refresh()
@@ -309,7 +310,7 @@ void Borrower::serve_upcalls()
 		}
 	} catch (const AgentError &e) {
 		log_(LogLevel::warning, std::string("borrower: upcall: ") + e.what());
-	}
+	}	publish_view();
 }
 
 UpcallReply Borrower::handle(const Upcall &upcall)
@@ -422,6 +423,12 @@ void Borrower::borrow(AnnouncedDevice &device)
 
 json Borrower::view() const
 {
+	const std::lock_guard<std::mutex> guard(view_lock_);
+	return view_;
+}
+
+void Borrower::publish_view()
+{
 	json devices = json::array();
 	for (const auto &[key, entry] : devices_)
 		devices.push_back({{"lender", entry.device.lender_host},
@@ -430,7 +437,8 @@ json Borrower::view() const
 				   {"ntb", entry.device.ntb},
 				   {"announced", entry.announced && !entry.withdrawing},
 				   {"borrowed", entry.lease.has_value()}});
-	return devices;
+	const std::lock_guard<std::mutex> guard(view_lock_);
+	view_ = std::move(devices);
 }
 
 AnnouncedDevice *Borrower::by_id(std::uint32_t id)

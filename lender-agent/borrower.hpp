@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,9 @@ public:
 	UpcallReply handle(const Upcall &upcall);
 
 	const std::map<std::string, AnnouncedDevice> &devices() const { return devices_; } // key "lender/pci"
+	// The devices as cluster.status shows them. Safe from any thread: the daemon runs the borrower role
+	// in a thread of its own, and this is the copy published at the end of restore(), tick() and
+	// serve_upcalls(), its only entry points.
 	nlohmann::json view() const;
 
 private:
@@ -78,6 +82,7 @@ private:
 	nlohmann::json call_lender(const AnnouncedDevice &device, std::string_view method, nlohmann::json params);
 	std::uint32_t allocate_id(const std::string &lender_host, const std::string &pci_address) const;
 	void persist() const;
+	void publish_view();
 
 	KernelPort &kernel_;
 	const Clock &clock_;
@@ -91,6 +96,8 @@ private:
 	std::uint64_t upcalls_served_ = 0;
 	std::map<std::string, AnnouncedDevice> devices_;
 	std::map<std::string, std::uint32_t> ids_; // every id ever given on this host, kept stable
+	mutable std::mutex view_lock_;		    // protects view_
+	nlohmann::json view_ = nlohmann::json::array();
 };
 
 } // namespace farpass::agent

@@ -133,6 +133,7 @@ FarpassKernelPort::FarpassKernelPort(DeviceOpener opener, std::map<std::string, 
 
 bool FarpassKernelPort::available()
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	if (file_)
 		return true;
 	std::unique_ptr<DeviceFile> file;
@@ -180,6 +181,7 @@ void FarpassKernelPort::call(unsigned command, unsigned long request, void *argu
 
 bool FarpassKernelPort::announce(const RemoteDevice &device)
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	if (device.id >= (1u << 31))
 		throw AgentError(ErrorCode::invalid_params, "device id " + std::to_string(device.id) + " is not < 2^31");
 	farpass_announce announce{};
@@ -212,6 +214,7 @@ bool FarpassKernelPort::announce(const RemoteDevice &device)
 
 bool FarpassKernelPort::withdraw(std::uint32_t device_id)
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	farpass_withdraw withdraw{};
 	withdraw.argsz = sizeof(withdraw);
 	withdraw.device_id = device_id;
@@ -222,6 +225,7 @@ bool FarpassKernelPort::withdraw(std::uint32_t device_id)
 
 std::vector<DmaSlot> FarpassKernelPort::dma_layout(std::uint32_t device_id)
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	farpass_dma_layout layout{};
 	layout.argsz = sizeof(layout);
 	layout.device_id = device_id;
@@ -234,11 +238,13 @@ std::vector<DmaSlot> FarpassKernelPort::dma_layout(std::uint32_t device_id)
 
 int FarpassKernelPort::upcall_fd() const
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	return file_ && (features_ & FARPASS_FEAT_UPCALLS) ? file_->fd() : -1;
 }
 
 std::optional<Upcall> FarpassKernelPort::next_upcall()
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	if (upcall_fd() < 0)
 		return std::nullopt;
 	farpass_upcall_req request{};
@@ -261,6 +267,7 @@ std::optional<Upcall> FarpassKernelPort::next_upcall()
 
 void FarpassKernelPort::complete(std::uint64_t seq, const UpcallReply &reply)
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	farpass_upcall_reply answer{};
 	answer.argsz = sizeof(answer);
 	answer.seq = seq;
@@ -272,6 +279,7 @@ void FarpassKernelPort::complete(std::uint64_t seq, const UpcallReply &reply)
 
 std::span<std::byte> FarpassKernelPort::outbound_window(const std::string &borrower_host)
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	const auto link = links_.find(borrower_host);
 	if (link == links_.end())
 		throw AgentError(ErrorCode::system_error, ENOLINK,
@@ -312,6 +320,7 @@ std::span<std::byte> FarpassKernelPort::outbound_window(const std::string &borro
 void FarpassKernelPort::bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
 				std::uint64_t size, bool unmap)
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	farpass_bar_map map{};
 	map.argsz = sizeof(map);
 	map.flags = unmap ? FARPASS_BAR_MAP_F_UNMAP : 0;
@@ -328,6 +337,7 @@ void FarpassKernelPort::bar_map(const std::string &ntb, const std::string &pci, 
 void FarpassKernelPort::irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start,
 				   std::span<const int> fds)
 {
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	// The struct ends in a flexible array: one buffer of argsz bytes, as the kernel reads it.
 	const std::size_t argsz = sizeof(farpass_irq_bridge) + fds.size() * sizeof(__s32);
 	std::vector<std::uint64_t> buffer((argsz + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t));

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -79,7 +80,7 @@ public:
 	explicit FarpassKernelPort(DeviceOpener opener, std::map<std::string, std::string> links = {});
 
 	bool available() override;
-	std::string unavailable_reason() const override { return reason_; }
+	std::string unavailable_reason() const override { const std::lock_guard<std::recursive_mutex> guard(lock_); return reason_; }
 	bool announce(const RemoteDevice &device) override;
 	bool withdraw(std::uint32_t device_id) override;
 	std::vector<DmaSlot> dma_layout(std::uint32_t device_id) override;
@@ -93,8 +94,8 @@ public:
 		     std::uint64_t size, bool unmap) override;
 	void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start, std::span<const int> fds) override;
 
-	std::uint32_t kernel_version() const { return kernel_version_; }
-	std::uint64_t features() const { return features_; }
+	std::uint32_t kernel_version() const { const std::lock_guard<std::recursive_mutex> guard(lock_); return kernel_version_; }
+	std::uint64_t features() const { const std::lock_guard<std::recursive_mutex> guard(lock_); return features_; }
 
 private:
 	DeviceFile &file();
@@ -103,6 +104,8 @@ private:
 	void call(unsigned command, unsigned long request, void *argument, const std::string &what);
 
 	DeviceOpener opener_;
+	// The daemon's request loop (lender role) and its borrower thread share one port.
+	mutable std::recursive_mutex lock_; // protects everything below
 	std::unique_ptr<DeviceFile> file_;
 	std::string reason_ = "not opened yet";
 	std::uint32_t kernel_version_ = 0;

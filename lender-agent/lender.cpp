@@ -191,6 +191,8 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 	if (!device.lease) {
 		map_bars(device, borrower, false);
 		device.lease = Lease{to_hex(random_bytes(8)), borrower, 0};
+		if (!device.data_path_ntb.empty())
+			set_bus_master(device, true);
 	}
 	device.lease->expires_at_ms = clock_.now_ms() + lease_ms_;
 	persist();
@@ -401,6 +403,8 @@ void Lender::restore_data_path(LentDevice &device, const std::vector<DmaMapping>
 {
 	const std::string what = "restoring the lease of " + device.pci_address + " by " + device.lease->borrower;
 	attempt(what, [&] { map_bars(device, device.lease->borrower, true); });
+	if (!device.data_path_ntb.empty())
+		attempt(what + ": bus master", [&] { set_bus_master(device, true); });
 	for (const DmaMapping &mapping : dma)
 		attempt(what + ": DMA at IOVA " + std::to_string(mapping.iova), [&] { add_dma(device, mapping); });
 	if (device.data_path_ntb.empty())
@@ -428,6 +432,7 @@ void Lender::end_lease(LentDevice &device)
 {
 	// The device stops before its mappings go, and every step is tried: a lease that ends cannot be
 	// ended again, so a failed step is a notice, not a lease that stays.
+	attempt("stopping DMA of " + device.pci_address, [&] { set_bus_master(device, false); });
 	if (device.irqs)
 		disarm_irqs(device);
 	for (const DmaMapping &mapping : device.dma_mappings)
@@ -444,6 +449,16 @@ void Lender::end_lease(LentDevice &device)
 	device.data_path_ntb.clear();
 	attempt("resetting " + device.pci_address, [&] { device.vfio->reset(); });
 	device.lease.reset();
+}
+
+// The borrower's command register is virtual (its bus-master bit is the borrow itself), so the device
+// decodes its BARs and masters DMA for exactly the lease with a data path: memory space and bus master on
+// at acquire, bus master off first thing at its end.
+void Lender::set_bus_master(LentDevice &device, bool on)
+{
+	constexpr std::uint32_t command = 0x04, memory_space = 0x2, bus_master = 0x4;
+	const std::uint32_t value = device.vfio->read_config(command, 2);
+	device.vfio->write_config(command, 2, on ? value | memory_space | bus_master : value & ~bus_master);
 }
 
 void Lender::attempt(const std::string &what, const std::function<void()> &step)

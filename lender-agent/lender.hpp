@@ -142,6 +142,7 @@ private:
 	void arm_irqs(LentDevice &device, unsigned index, std::uint32_t count);
 	void disarm_irqs(LentDevice &device);
 	void end_lease(LentDevice &device);
+	void set_bus_master(LentDevice &device, bool on);
 	// Runs one step of a teardown; a failure becomes a notice.
 	void attempt(const std::string &what, const std::function<void()> &step);
 	std::uint32_t free_slot() const;

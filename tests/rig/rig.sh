@@ -164,9 +164,13 @@ _rig_prepare_vm() {
 	append+=" rig.server=$RIG_LIB/rig-server.sh rig.kmods=$FARPASS_KMODS rig.ip=$(rig_vm_ip "$vm")/24"
 	append+=" rig.l0binds=$FARPASS_TOP,$FARPASS_CACHE rig.root=$RIG_L1_ROOT"
 	append+=" ${RIG_APPEND:-}"
+	# maxmem reserves hotplug space after RAM, so the firmware puts the 64-bit PCI window above 64 GiB: a
+	# device lent from here must not have a BAR at an address a borrowing guest uses as RAM (QEMU's NVMe
+	# refuses DMA to an address inside its own BAR0, whatever the IOMMU translates it to).
 	# shellcheck disable=SC2206
 	a=("$RIG_QEMU" $FARPASS_QEMU_FW
-		-name "rig-$vm" -M q35,kernel-irqchip=split -accel tcg,thread=multi -cpu max -smp 2 -m "$mem"
+		-name "rig-$vm" -M q35,kernel-irqchip=split -accel tcg,thread=multi -cpu max -smp 2
+		-m "$mem,slots=1,maxmem=64G"
 		-nodefaults -display none -no-reboot
 		# DMA translation mode (no iommu=pt): every device's DMA goes through its IOMMU domain.
 		-device intel-iommu,intremap=on,caching-mode=on
