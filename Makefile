@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export FARPASS_CACHE ?= /var/cache/farpass
 BUILD := build
 
-.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent check-e2e bench clean
+.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent check-libvirt check-e2e bench clean
 
 all: build
 
@@ -18,7 +18,7 @@ build: setup
 	meson compile -C $(BUILD)
 
 check: build
-	tests/run-suites.sh unit rig kernel agent e2e
+	tests/run-suites.sh unit rig kernel agent libvirt e2e
 
 check-unit: build
 	tests/run-suites.sh unit
@@ -33,6 +33,10 @@ check-kernel: build
 # farpass-agent and farpassctl in the rig: lend, list, announce, authentication, leases (tests/agent/).
 check-agent: build
 	tests/run-suites.sh agent
+
+# libvirt in the rig's L1 libvirt root: mdevctl and virsh discovery, persistent mdevs, the hook (tests/libvirt/).
+check-libvirt: build
+	tests/run-suites.sh libvirt
 
 # L2 guests in a borrower L1 run fio on an NVMe passed through with stock QEMU; what they wrote is checked
 # in the device's backing file on L0 (tests/e2e/).

@@ -4,6 +4,9 @@
 #include "kernel_port.hpp"
 #include "pci_address.hpp"
 
+#include <openssl/evp.h>
+
+#include <array>
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
@@ -16,18 +19,24 @@ namespace {
 
 struct Command {
 	std::string_view name;
-	std::string_view method;
-	std::size_t operands; // PCI address or none
+	std::string_view method;   // empty: computed here, no agent
+	std::string_view operand;  // "PCI", "TYPE" or none
 	std::string_view summary;
 };
 
 const Command commands[] = {
-	{"list", "cluster.devices", 0, "devices lent in the cluster, where they are and who borrows them"},
-	{"lend", "device.lend", 1, "lend PCI: bind it to vfio-pci and offer it to the cluster"},
-	{"unlend", "device.unlend", 1, "give PCI back to this host (refused while borrowed unless --force)"},
-	{"borrows", "lease.list", 0, "this host's devices that are borrowed, by whom, for how long"},
-	{"status", "cluster.status", 0, "this agent: host, protocol, uptime, lease time, peers"},
+	{"list", "cluster.devices", "", "devices lent in the cluster, where they are and who borrows them"},
+	{"lend", "device.lend", "PCI", "lend PCI: bind it to vfio-pci and offer it to the cluster"},
+	{"unlend", "device.unlend", "PCI", "give PCI back to this host (refused while borrowed unless --force)"},
+	{"borrows", "lease.list", "", "this host's devices that are borrowed, by whom, for how long"},
+	{"status", "cluster.status", "", "this agent: host, protocol, uptime, lease time, peers"},
+	{"mdev-uuid", "", "TYPE", "the mdev UUID of farpass mdev type TYPE, the same on every host"},
 };
+
+// UUIDv5 namespace of farpass mdev UUIDs (random, fixed forever: changing it changes every UUID).
+constexpr std::array<unsigned char, 16> mdev_uuid_namespace = {0x3f, 0x71, 0x68, 0x37, 0x70, 0x04, 0x44, 0x91,
+							       0x9d, 0x30, 0x2d, 0x73, 0xf9, 0x31, 0xa5, 0xb8};
+constexpr std::string_view type_marker = "-farpass-";
 
 std::string hex4(std::uint64_t value)
 {
@@ -153,12 +162,37 @@ int exit_code_for(const AgentError &error)
 
 } // namespace
 
+std::string farpass_mdev_uuid(std::string_view type_name)
+{
+	const std::size_t marker = type_name.find(type_marker);
+	if (marker == std::string_view::npos || marker == 0 || marker + type_marker.size() == type_name.size())
+		throw AgentError(ErrorCode::invalid_params, EINVAL,
+				 "not a farpass mdev type (<ntb driver>-farpass-<lender>-<id>): " + std::string(type_name));
+	// Named by lender and device id only: the NTB driver may differ between borrowers.
+	const std::string_view name = type_name.substr(marker + type_marker.size());
+	std::string input(mdev_uuid_namespace.begin(), mdev_uuid_namespace.end());
+	input += name;
+	unsigned char digest[EVP_MAX_MD_SIZE];
+	unsigned int length = 0;
+	if (!EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha1(), nullptr) || length < 16)
+		throw AgentError(ErrorCode::internal_error, EIO, "SHA-1 failed");
+	digest[6] = (digest[6] & 0x0f) | 0x50; // version 5 (RFC 4122 4.3)
+	digest[8] = (digest[8] & 0x3f) | 0x80; // RFC 4122 variant
+	std::string uuid;
+	for (int i = 0; i < 16; i++) {
+		char byte[3];
+		std::snprintf(byte, sizeof(byte), "%02x", digest[i]);
+		uuid += (i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "") + std::string(byte);
+	}
+	return uuid;
+}
+
 std::string farpassctl_usage()
 {
 	std::ostringstream usage;
-	usage << "usage: farpassctl [--json] [--socket PATH] COMMAND [--force] [PCI]\n\ncommands:\n";
+	usage << "usage: farpassctl [--json] [--socket PATH] COMMAND [--force] [PCI|TYPE]\n\ncommands:\n";
 	for (const Command &command : commands)
-		usage << "  " << std::left << std::setw(8) << command.name << (command.operands ? " PCI  " : "      ")
+		usage << "  " << std::left << std::setw(10) << command.name << std::setw(6) << command.operand
 		      << command.summary << "\n";
 	usage << "\noptions:\n"
 		 "  --json         print the agent's result as JSON (errors too, on stdout)\n"
@@ -198,12 +232,31 @@ int run_farpassctl(const std::vector<std::string> &args, const AgentCaller &call
 	for (const Command &candidate : commands)
 		if (!operands.empty() && candidate.name == operands[0])
 			command = &candidate;
-	if (!command || operands.size() != command->operands + 1 || (force && command->name != "unlend")) {
+	if (!command || operands.size() != (command->operand.empty() ? 1u : 2u) ||
+	    (force && command->name != "unlend")) {
 		err << farpassctl_usage();
 		return exit_usage;
 	}
+	const auto report = [&](const AgentError &e) {
+		if (as_json)
+			out << json{{"error", {{"code", static_cast<int>(e.code())}, {"errno", e.error_number()}, {"message", e.what()}}}}
+					.dump(2)
+			    << "\n";
+		else
+			err << "farpassctl: " << e.what() << "\n";
+	};
+	if (command->name == "mdev-uuid") {
+		try {
+			const std::string uuid = farpass_mdev_uuid(operands[1]);
+			out << (as_json ? json{{"type", operands[1]}, {"uuid", uuid}}.dump(2) : uuid) << "\n";
+			return exit_ok;
+		} catch (const AgentError &e) {
+			report(e);
+			return exit_usage;
+		}
+	}
 	json params = json::object();
-	if (command->operands) {
+	if (command->operand == "PCI") {
 		try {
 			params["pci"] = canonical_pci_address(operands[1]);
 		} catch (const AgentError &e) {
@@ -223,12 +276,7 @@ int run_farpassctl(const std::vector<std::string> &args, const AgentCaller &call
 			print_text(out, command->name, result);
 		return exit_ok;
 	} catch (const AgentError &e) {
-		if (as_json)
-			out << json{{"error", {{"code", static_cast<int>(e.code())}, {"errno", e.error_number()}, {"message", e.what()}}}}
-					.dump(2)
-			    << "\n";
-		else
-			err << "farpassctl: " << e.what() << "\n";
+		report(e);
 		return exit_code_for(e);
 	}
 }

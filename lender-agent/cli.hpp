@@ -34,4 +34,9 @@ int run_farpassctl(const std::vector<std::string> &args, const AgentCaller &call
 
 std::string farpassctl_usage();
 
+// The UUID of an instance of a farpass mdev type: UUIDv5 of the type's "<lender>-<id>" part, so the
+// same remote device has the same UUID on every borrower and domain XML moves between them unchanged
+// (the libvirt hook maps it back to the type). Throws AgentError (invalid_params) for other names.
+std::string farpass_mdev_uuid(std::string_view type_name);
+
 } // namespace farpass::agent

@@ -191,7 +191,8 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 	if (!device.lease) {
 		map_bars(device, borrower, false);
 		device.lease = Lease{to_hex(random_bytes(8)), borrower, 0};
-		set_bus_master(device, true);
+		if (!device.data_path_ntb.empty())
+			set_bus_master(device, true);
 	}
 	device.lease->expires_at_ms = clock_.now_ms() + lease_ms_;
 	persist();
@@ -402,7 +403,8 @@ void Lender::restore_data_path(LentDevice &device, const std::vector<DmaMapping>
 {
 	const std::string what = "restoring the lease of " + device.pci_address + " by " + device.lease->borrower;
 	attempt(what, [&] { map_bars(device, device.lease->borrower, true); });
-	attempt(what + ": bus master", [&] { set_bus_master(device, true); });
+	if (!device.data_path_ntb.empty())
+		attempt(what + ": bus master", [&] { set_bus_master(device, true); });
 	for (const DmaMapping &mapping : dma)
 		attempt(what + ": DMA at IOVA " + std::to_string(mapping.iova), [&] { add_dma(device, mapping); });
 	if (device.data_path_ntb.empty())
@@ -450,8 +452,8 @@ void Lender::end_lease(LentDevice &device)
 }
 
 // The borrower's command register is virtual (its bus-master bit is the borrow itself), so the device
-// decodes its BARs and masters DMA for exactly the lease: memory space and bus master on at acquire,
-// bus master off first thing at its end.
+// decodes its BARs and masters DMA for exactly the lease with a data path: memory space and bus master on
+// at acquire, bus master off first thing at its end.
 void Lender::set_bus_master(LentDevice &device, bool on)
 {
 	constexpr std::uint32_t command = 0x04, memory_space = 0x2, bus_master = 0x4;

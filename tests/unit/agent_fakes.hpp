@@ -175,6 +175,7 @@ public:
 	{
 		for (unsigned i = 0; i < width; i++)
 			record_->config[offset + i] = static_cast<std::uint8_t>(value >> (8 * i));
+		note("write_config " + hex(offset) + " " + hex(value));
 	}
 	void reset() override
 	{

@@ -401,11 +401,13 @@ TEST_CASE("lease.acquire maps every placed BAR towards the borrower's NTB; the l
 	const std::size_t from = agent.journal.size();
 	const json reply = agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-b");
 	CHECK(reply.at("result").at("data_path") == true);
-	CHECK(since(agent.journal, from) == nic_bars_mapped);
+	std::vector<std::string> expected = nic_bars_mapped;
+	expected.push_back("vfio 0000:02:00.0 write_config 0x4 0x6");
+	CHECK(since(agent.journal, from) == expected);
 	CHECK(agent.kernel.bars.size() == 3);
 	// The holder's repeated acquire maps nothing again.
 	CHECK(agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-b").at("result").at("data_path") == true);
-	CHECK(agent.journal.size() == from + 3);
+	CHECK(agent.journal.size() == from + 4);
 }
 
 TEST_CASE("a BAR_MAP failure means no lease: what was mapped is unmapped, the error comes back")
@@ -498,7 +500,19 @@ TEST_CASE("irq.set: eventfds to VFIO, then the same to IRQ_BRIDGE on the holder'
 	CHECK(agent.vfio.records.at(nic_address)->irqs.empty());
 }
 
-TEST_CASE("release tears down in order: interrupts off, DMA unmapped, BARs unmapped, reset, free")
+TEST_CASE("a lease turns the device's memory space and bus master on; its end turns bus master off first")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const std::size_t from = agent.journal.size();
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	CHECK(since(agent.journal, from).back() == "vfio 0000:02:00.0 write_config 0x4 0x6");
+	CHECK(agent.lender->read_config(nic_address, "borrower-b", lease.id, 4, 2) == 0x6);
+	agent.lender->release(nic_address, "borrower-b", lease.id);
+	CHECK(agent.vfio.records.at(nic_address)->config[4] == 0x2);
+}
+
+TEST_CASE("release tears down in order: bus master off, interrupts off, DMA unmapped, BARs unmapped, reset, free")
 {
 	AgentFixture agent;
 	agent.lender->lend(nic_address);
@@ -508,6 +522,7 @@ TEST_CASE("release tears down in order: interrupts off, DMA unmapped, BARs unmap
 	const std::size_t from = agent.journal.size();
 	agent.lender->release(nic_address, "borrower-b", lease.id);
 	CHECK(since(agent.journal, from) == std::vector<std::string>{
+						    "vfio 0000:02:00.0 write_config 0x4 0x2",
 						    "vfio 0000:02:00.0 set_irqs 2 0",
 						    "kernel irq_bridge 0000:00:0b.0 0 0 clear",
 						    "vfio 0000:02:00.0 unmap_dma 0x100000 +0x2000",
@@ -552,6 +567,7 @@ TEST_CASE("a restart restores a lease's data path: BARs (still mapped: EEXIST co
 	const std::size_t from = agent.journal.size();
 	agent.lender->restore();
 	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
+								     "vfio 0000:02:00.0 write_config 0x4 0x6",
 								     "vfio 0000:02:00.0 map_dma 0x100000 +0x2000",
 								     "vfio 0000:02:00.0 set_irqs 2 4",
 								     "kernel irq_bridge 0000:00:0b.0 0 0 4"});
@@ -579,6 +595,7 @@ TEST_CASE("a restart without the interrupts armed clears the slot's relay; what 
 	const std::size_t from = agent.journal.size();
 	agent.lender->restore();
 	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
+								     "vfio 0000:02:00.0 write_config 0x4 0x6",
 								     "kernel irq_bridge 0000:00:0b.0 0 0 clear"});
 	CHECK(agent.lender->take_notices() ==
 	      std::vector<std::string>{"restoring the lease of 0000:02:00.0 by borrower-b: DMA at IOVA 1048576: DMA window "

@@ -93,6 +93,8 @@ TEST_CASE("golden output of every command, as text and as --json")
 		{"unlend-busy", {"unlend", "02:00.0"}},
 		{"unlend-force", {"unlend", "--force", "02:00.0"}},
 		{"unlend-not-lent", {"unlend", "0000:04:00.0"}},
+		{"mdev-uuid", {"mdev-uuid", "ntb_hw_epf-farpass-lender-123456"}},
+		{"mdev-uuid-not-farpass", {"mdev-uuid", "mtty-2"}},
 	};
 	for (const auto &[name, args] : cases) {
 		CAPTURE(name);
@@ -129,6 +131,23 @@ TEST_CASE("exit codes: usage 2, busy 4, not found 5, already lent 7, unreachable
 	};
 	CHECK(run_farpassctl({"status"}, down, out, err) == exit_unreachable);
 	CHECK(err.str() == "farpassctl: connecting to /run/farpass/agent.sock: No such file or directory\n");
+}
+
+TEST_CASE("mdev-uuid: RFC 4122 UUIDv5 of <lender>-<id>, whatever the NTB driver; other names are usage errors")
+{
+	// Expected values from Python's uuid.uuid5(UUID("3f716837-7004-4491-9d30-2d73f931a5b8"), name).
+	CHECK(farpass_mdev_uuid("ntb_hw_epf-farpass-lender-123456") == "0439d978-62dc-5e3c-b3d5-29444fb403e6");
+	CHECK(farpass_mdev_uuid("ntb_hw_switchtec-farpass-lender-123456") == "0439d978-62dc-5e3c-b3d5-29444fb403e6");
+	CHECK(farpass_mdev_uuid("ntb_hw_intel-farpass-lender-a-7") == "b42f6f3c-0489-5d3b-804c-ac291240dc7d");
+	for (const char *bad : {"mtty-2", "farpass-lender-1", "-farpass-lender-1", "ntb_hw_epf-farpass-"}) {
+		CAPTURE(bad);
+		CHECK_THROWS_AS(farpass_mdev_uuid(bad), AgentError);
+	}
+	Cluster cluster;
+	cluster.run({"mdev-uuid"});
+	CHECK(cluster.exit_code == exit_usage);
+	cluster.run({"mdev-uuid", "ntb_hw_epf-farpass-lender-1", "extra"});
+	CHECK(cluster.exit_code == exit_usage);
 }
 
 TEST_CASE("--help prints the usage, which docs/agent-protocol.md quotes verbatim")
@@ -180,7 +199,7 @@ std::string usage_entries(const std::string &heading)
 
 TEST_CASE("the man page docs/man/farpassctl.1 has exactly the commands and options of --help")
 {
-	CHECK(usage_entries("commands:") == "list lend unlend borrows status");
+	CHECK(usage_entries("commands:") == "list lend unlend borrows status mdev-uuid");
 	CHECK(usage_entries("options:") == "--json --socket --force --help");
 	const std::string page = read_file(fs::path(FARPASS_SOURCE_ROOT) / "docs/man/farpassctl.1");
 	CHECK(roff_entries(page, "COMMANDS", "OPTIONS") == usage_entries("commands:"));
