@@ -1,6 +1,7 @@
 #!/bin/bash
-# The lender's NVMe in an L2 guest of borrower1 through the farpass mdev and stock QEMU (-device vfio-pci,sysfsdev=...), 3 GiB of guest RAM (1 GiB of it above 4 GiB), the
-# guest's stock nvme driver running the same fio as test_local_nvme_fio.sh. Checks:
+# The lender's NVMe in an L2 guest of borrower1 through the farpass mdev and stock QEMU
+# (-device vfio-pci,sysfsdev=...), 3 GiB of guest RAM (1 GiB of it above 4 GiB), the guest's stock nvme
+# driver running the same fio as test_local_nvme_fio.sh. Checks:
 #  (a) the guest's fio verify passed, and the NVMe's MSI-X interrupts reached the guest and counted;
 #  (b) the guest has RAM above 4 GiB, and borrower1's DMA window for it (DMA_LAYOUT during fio) has a
 #      slot above 4 GiB: the device reaches guest pages there (the layout and pinned pages are printed);
