@@ -1,7 +1,9 @@
 #!/bin/bash
 # DRAFT (not run by run-suites until renamed test_remote_nvme_hotplug.sh): QEMU hot-remove and hot-add of
 # the lender's NVMe (the farpass mdev behind a PCIe root port of the L2 guest), driven over the L2
-# QEMU's QMP while the guest waits between steps. Checks:
+# QEMU's QMP while the guest waits between steps. State (e2e c4e95f0, one run): (a) and (b) pass, but
+# the 1 GiB guest's nvme probe at boot failed ("Identify Controller failed (-4)" after the 60 s admin
+# timeout), so the boot-time check fails; the 3 GiB guests of test_remote_nvme_fio.sh probe fine. Checks:
 #  (a) device_del: the guest releases the device (DEVICE_DELETED, no nvme disk left), borrower1's agent
 #      gives it back, the lender shows it free and reset it;
 #  (b) device_add: the guest's nvme driver takes it again (borrowed again) and fio randwrite+verify
@@ -21,6 +23,7 @@ DEV="{\"driver\": \"vfio-pci\", \"id\": \"fp0\", \"bus\": \"rp1\", \"sysfsdev\":
 
 tag=$(e2e_tag)
 script="$E2E_GUEST_PAUSE
+echo \"E2E-NVME-DISKS at boot: \$(ls /sys/block | grep -c nvme)\"
 e2e_pause unplug
 for i in \$(seq 120); do [ -e /sys/block/nvme0n1 ] || break; sleep 1; done
 echo \"E2E-NVME-DISKS after device_del: \$(ls /sys/block | grep -c nvme)\"
@@ -38,6 +41,7 @@ expect "L2 waits for the device to come back" e2e_l2_wait $B plug 300
 expect "(b) QMP device_add" e2e_qmp $B device_add "$DEV"
 e2e_l2_continue $B
 out=$(e2e_l2_finish $B) || echo "L2 QEMU: status $?"
+expect_eq "guest: the nvme disk at boot" "$(sed -n 's/^E2E-NVME-DISKS at boot: //p' <<<"$out")" 1
 expect_eq "(a) guest: no nvme disk after device_del" \
 	"$(sed -n 's/^E2E-NVME-DISKS after device_del: //p' <<<"$out")" 0
 expect_eq "(b) guest: the nvme disk is back after device_add" \
