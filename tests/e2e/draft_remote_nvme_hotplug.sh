@@ -1,9 +1,11 @@
 #!/bin/bash
 # DRAFT (not run by run-suites until renamed test_remote_nvme_hotplug.sh): QEMU hot-remove and hot-add of
 # the lender's NVMe (the farpass mdev behind a PCIe root port of the L2 guest), driven over the L2
-# QEMU's QMP while the guest waits between steps. State (e2e c4e95f0, one run): (a) and (b) pass, but
-# the 1 GiB guest's nvme probe at boot failed ("Identify Controller failed (-4)" after the 60 s admin
-# timeout), so the boot-time check fails; the 3 GiB guests of test_remote_nvme_fio.sh probe fine. Checks:
+# QEMU's QMP while the guest waits between steps. State (e2e c4e95f0, two runs): (a) and (b) pass, but
+# the 1 GiB guest's nvme probe at boot fails both times ("Identify Controller failed (-4)" after the
+# 60 s admin timeout): the boot-time borrow mapped 2 DMA slots (3 after device_add), and borrower1's
+# DMAR logged a read fault of its NTB (00:0a.0) at an IOVA in the DMA window; the 3 GiB guests of
+# test_remote_nvme_fio.sh (no root port) probe fine. Checks:
 #  (a) device_del: the guest releases the device (DEVICE_DELETED, no nvme disk left), borrower1's agent
 #      gives it back, the lender shows it free and reset it;
 #  (b) device_add: the guest's nvme driver takes it again (borrowed again) and fio randwrite+verify
