@@ -186,7 +186,7 @@ private:
 			std::vector<pollfd> fds = {{signals_, POLLIN, 0}, {tcp_, POLLIN, 0}, {unix_, POLLIN, 0}};
 			for (const Connection &connection : connections_)
 				fds.push_back({connection.fd, short(POLLIN | (connection.outgoing.empty() ? 0 : POLLOUT)), 0});
-			if (::poll(fds.data(), fds.size(), next_tick_in()) < 0 && errno != EINTR)
+			if (::poll(fds.data(), fds.size(), ms_until(next_tick_ms_)) < 0 && errno != EINTR)
 				throw_system_error("poll");
 			if (fds[0].revents) {
 				log_line(LogLevel::info, "stopping on signal");
@@ -216,9 +216,8 @@ private:
 	{
 		std::int64_t next_tick_ms = 0;
 		for (;;) {
-			const std::int64_t left = std::clamp<std::int64_t>(next_tick_ms - clock_.now_ms(), 0, tick_ms);
 			pollfd fds[] = {{borrower_stop_, POLLIN, 0}, {kernel_.upcall_fd(), POLLIN, 0}}; // -1: ignored
-			if (::poll(fds, 2, static_cast<int>(left)) < 0 && errno != EINTR)
+			if (::poll(fds, 2, ms_until(next_tick_ms)) < 0 && errno != EINTR)
 				throw_system_error("poll");
 			if (fds[0].revents)
 				return;
@@ -241,10 +240,10 @@ private:
 			log_line(LogLevel::warning, notice);
 	}
 
-	int next_tick_in() const
+	// poll(2)'s timeout until a loop's next tick at @tick_at_ms.
+	int ms_until(std::int64_t tick_at_ms) const
 	{
-		const std::int64_t left = next_tick_ms_ - clock_.now_ms();
-		return static_cast<int>(std::clamp<std::int64_t>(left, 0, tick_ms));
+		return static_cast<int>(std::clamp<std::int64_t>(tick_at_ms - clock_.now_ms(), 0, tick_ms));
 	}
 
 	nlohmann::json call_peer(const PeerAddress &peer, std::string_view method, const nlohmann::json &params)

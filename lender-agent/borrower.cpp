@@ -138,7 +138,8 @@ void Borrower::restore()
 		}
 	} catch (const json::exception &e) {
 		throw AgentError(ErrorCode::internal_error, std::string("malformed borrower state file: ") + e.what());
-	}	publish_view();
+	}
+	publish_view();
 }
 
 void Borrower::tick()
@@ -310,7 +311,8 @@ void Borrower::serve_upcalls()
 		}
 	} catch (const AgentError &e) {
 		log_(LogLevel::warning, std::string("borrower: upcall: ") + e.what());
-	}	publish_view();
+	}
+	publish_view();
 }
 
 UpcallReply Borrower::handle(const Upcall &upcall)
