@@ -114,6 +114,29 @@ ag_lender_up() {
 		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
 }
 
+# ag_remote_mdev VM UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and VM, both
+# agents (the lender's lends its NVMe to VM), the NVMe's mdev type awaited on VM's NTB and instance UUID
+# created. The fragments add agent config keys ('"lease_ms": 6000'). AG_TYPE: the type's name.
+ag_remote_mdev() {
+	local vm=$1 uuid=$2 ntb
+	ntb=$(ntb_pci "$vm")
+	ag_key
+	fp_load lender
+	fp_load "$vm"
+	ag_lender_up ", ${3:+$3, }\"peers\": [$(ag_peer_entry "$vm" "$(ntb_pci lender)")]"
+	ag_config "$vm" ", \"poll_ms\": 1000, ${4:+$4, }\"peers\": [$(ag_peer_entry lender "$ntb")]"
+	expect "$vm: farpass-agent starts" ag_start "$vm"
+	AG_TYPE=
+	for _ in $(seq 30); do
+		AG_TYPE=$(fp_types "$vm" | grep -- -farpass-lender- | head -1 || true)
+		[ -n "$AG_TYPE" ] && break
+		sleep 1
+	done
+	expect "$vm: the lender's NVMe appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
+	expect "$vm: create mdev $uuid" \
+		rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$AG_TYPE/create"
+}
+
 # The lender's NVMe read around its driver: command register and CSTS through resource0.
 ag_lender_nvme_state() {
 	rig_run lender -- "printf 'command=0x%s ' \$(setpci -s $LENDER_NVME COMMAND)

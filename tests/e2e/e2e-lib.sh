@@ -202,32 +202,16 @@ not() { ! "$@"; }
 e2e_tag() { od -An -N4 -tx1 /dev/urandom | tr -d ' \n'; }
 e2e_other_tag() { printf '%08x' $((0x$1 ^ 1)); }
 
-# e2e_remote_mdev VM UUID: the remote path up to a guest-ready mdev, as tests/kernel/test_remote_nvme.sh
-# does it: farpass.ko and agents on the lender and VM, the lender's NVMe lent, its mdev type announced on
-# VM's NTB, instance UUID created; E2E_DEVICE_ID is the device's announced id (its type's suffix).
-# Needs kernel-lib.sh and agent-lib.sh.
+# e2e_remote_mdev VM UUID: the remote path up to a guest-ready mdev (agent-lib.sh's ag_remote_mdev, as
+# tests/kernel/test_remote_nvme.sh), with timeouts for nested TCG; E2E_DEVICE_ID is the device's
+# announced id (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
 e2e_remote_mdev() {
-	local vm=$1 uuid=$2 ntb type
-	ntb=$(ntb_pci "$vm")
-	ag_key
-	fp_load lender
-	fp_load "$vm"
-	ag_lender_up ", \"peers\": [$(ag_peer_entry "$vm" "$(ntb_pci lender)")]"
 	# An L2 boot under nested TCG on a loaded machine can take the lender more than the default 1.5 s to
 	# answer a forwarded config read (and the upcall's 2 s), which makes the device surprise-removed; the
-	# timeouts themselves are tested in tests/kernel.
-	ag_config "$vm" ", \"poll_ms\": 1000, \"call_timeout_ms\": 8000, \"peers\": [$(ag_peer_entry lender "$ntb")]"
-	rig_run "$vm" -- "echo 10000 >/sys/module/farpass/parameters/upcall_timeout_ms"
-	expect "$vm: farpass-agent starts" ag_start "$vm"
-	for _ in $(seq 30); do
-		type=$(fp_types "$vm" | grep -- -farpass-lender- | head -1 || true)
-		[ -n "$type" ] && break
-		sleep 1
-	done
-	expect "$vm: the lender's NVMe appears as an mdev type on the NTB: $type" test -n "$type"
-	E2E_DEVICE_ID=${type##*-}
-	expect "$vm: create mdev $uuid" \
-		rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$type/create"
+	# timeouts themselves are tested in tests/kernel. No upcall comes before QEMU opens the mdev.
+	ag_remote_mdev "$1" "$2" "" '"call_timeout_ms": 8000'
+	rig_run "$1" -- "echo 10000 >/sys/module/farpass/parameters/upcall_timeout_ms"
+	E2E_DEVICE_ID=${AG_TYPE##*-}
 }
 
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).

@@ -21,24 +21,9 @@ LEASE_MS=6000
 
 rig_up --borrowers 1
 B=borrower1
-NTB=$(ntb_pci $B)
-TYPES=/sys/class/mdev_bus/$NTB/mdev_supported_types
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000b0e1
 nsze=$(($(stat -c %s "$(rig_lender_nvme_img)") / 512))
-ag_key
-fp_load lender
-fp_load $B
-ag_lender_up ", \"lease_ms\": $LEASE_MS, \"peers\": [$(ag_peer_entry $B "$(ntb_pci lender)")]"
-ag_config $B ", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$NTB")]"
-expect "$B: farpass-agent starts" ag_start $B
-for _ in $(seq 30); do
-	T=$(fp_types $B | grep -- -farpass-lender- | head -1 || true)
-	[ -n "$T" ] && break
-	sleep 1
-done
-expect "$B: the lender's NVMe appears as an mdev type on the NTB" test -n "$T"
-echo "type $T"
-expect "$B: create an instance" rig_run $B -- "echo $U > $TYPES/$T/create"
+ag_remote_mdev $B $U "\"lease_ms\": $LEASE_MS"
 
 echo "# (a) Identify through the mdev, (b) the return"
 ms=$(rig_time_ms $B "$FP_CLIENT nvme-identify --mdev $U --nsze $nsze --return >/tmp/identify.out 2>&1")
