@@ -36,16 +36,6 @@ e2e_borrower_nvme() {
 	RIG_BORROWER1_EXTRA+=" -device nvme,drive=lnvme,serial=borrower-nvme,addr=0x8"
 }
 
-# e2e_bind_vfio VM BDF: bind the PCI device BDF of VM to vfio-pci.
-e2e_bind_vfio() {
-	rig_run "$1" -- "set -e; modprobe -a vfio-pci vfio_iommu_type1
-d=/sys/bus/pci/devices/$2
-echo vfio-pci > \$d/driver_override
-if [ -e \$d/driver ]; then echo $2 > \$d/driver/unbind; fi
-echo $2 > /sys/bus/pci/drivers_probe
-test \"\$(basename \$(readlink \$d/driver))\" = vfio-pci"
-}
-
 # e2e_fio_script TAG [--pause]: the guest script (busybox sh) for e2e_l2. It prints the guest's RAM map,
 # the sum of its NVMe interrupt counts before and after ("E2E-IRQS before|after N"), and for each region
 # of E2E_REGIONS runs fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's

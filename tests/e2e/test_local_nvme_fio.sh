@@ -11,6 +11,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/e2e-lib.sh"
 e2e_check_setup
 
@@ -20,7 +21,7 @@ export RIG_NO_NTB=1
 e2e_borrower_nvme 256M
 # The L2's 3 GiB are pinned in the L1 for vfio-pci.
 rig_up --borrowers 1 --lender-mem 1024 --borrower-mem 4608
-expect "borrower1: its own NVMe $NVME bound to vfio-pci" e2e_bind_vfio borrower1 "$NVME"
+expect "borrower1: its own NVMe $NVME bound to vfio-pci" fp_bind_vfio borrower1 "$NVME"
 
 tag=$(e2e_tag)
 t0=$SECONDS

@@ -26,6 +26,16 @@ lsmod | grep -q '^ntb_hw_epf ' || { insmod ntb.ko; insmod ntb_hw_epf.ko; }
 insmod $FP_KO"
 }
 
+# fp_bind_vfio VM PCI: device PCI of VM bound to vfio-pci (driver_override, unbound from its driver first).
+fp_bind_vfio() {
+	rig_run "$1" -- "set -e; modprobe -a vfio-pci vfio_iommu_type1
+d=/sys/bus/pci/devices/$2
+echo vfio-pci > \$d/driver_override
+if [ -e \$d/driver ]; then echo $2 > \$d/driver/unbind; fi
+echo $2 > /sys/bus/pci/drivers_probe
+test \"\$(basename \$(readlink \$d/driver))\" = vfio-pci"
+}
+
 # fp_client VM ARGS...: run farpass-client in VM (prints its "ok"/"err" line; status as the client's).
 fp_client() {
 	local vm=$1

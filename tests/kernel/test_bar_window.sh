@@ -54,10 +54,7 @@ expect_eq "borrower: all-ones at the slot" "$(peek $SLOT)" 0xffffffff
 expect "lender: its IOMMU faulted the access" ntb_wait lender 10 "dmesg | grep -q 'DMAR.*fault'"
 
 echo "# (c) BAR_MAP"
-rig_run lender -- "set -e; modprobe vfio-pci
-echo vfio-pci > /sys/bus/pci/devices/$EDU_ADDR/driver_override
-echo $EDU_ADDR > /sys/bus/pci/drivers_probe
-test \"\$(basename \$(readlink /sys/bus/pci/devices/$EDU_ADDR/driver))\" = vfio-pci"
+fp_bind_vfio lender $EDU_ADDR
 expect "lender: BAR_MAP edu's BAR0 at $SLOT" map --offset $SLOT --size 0x100000
 expect_eq "lender: one BAR mapping" "$(fp_counter lender bar_maps)" 1
 expect_eq "lender: its 1 MiB in the BAR window" "$(fp_counter lender xwin_bar_bytes)" $((0x100000 + 4096))

@@ -49,10 +49,7 @@ U=8f7c3ab0-5c6e-4e41-9d3e-0000000000d7
 D=/tmp/dmawin
 fp_load lender
 fp_load $B
-rig_run lender -- "set -e; modprobe vfio-pci
-echo vfio-pci > /sys/bus/pci/devices/$EDU_ADDR/driver_override
-echo $EDU_ADDR > /sys/bus/pci/drivers_probe
-test \"\$(basename \$(readlink /sys/bus/pci/devices/$EDU_ADDR/driver))\" = vfio-pci"
+fp_bind_vfio lender $EDU_ADDR
 expect "borrower: farpass link up" ntb_wait $B 60 "grep -qx 'link up' $FP_DBG/$NTB/link"
 expect "lender: farpass link up" ntb_wait lender 60 "grep -qx 'link up' $FP_DBG/$LNTB/link"
 

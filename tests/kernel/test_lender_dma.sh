@@ -49,10 +49,7 @@ expect "an unknown NTB: ENODEV" fp_client lender window --ntb 0000:00:1f.7 --exp
 expect "mmap past the window's end: EINVAL" fp_client lender window --ntb $LNTB --mw $MW --mmap-extra 4096 --expect EINVAL
 
 echo "# (b) edu DMA through the lender's IOMMU and the outbound window into the borrower's buffer"
-rig_run lender -- "set -e; modprobe vfio-pci
-echo vfio-pci > /sys/bus/pci/devices/$EDU_ADDR/driver_override
-echo $EDU_ADDR > /sys/bus/pci/drivers_probe
-test \"\$(basename \$(readlink /sys/bus/pci/devices/$EDU_ADDR/driver))\" = vfio-pci"
+fp_bind_vfio lender $EDU_ADDR
 expect_eq "borrower: buffer all zeros before" "$(rig_run $B -- "$fid; tr -d '\\0' < buf | wc -c")" 0
 expect "lender: edu DMA of pattern 1 to IOVA $IOVA" fp_client lender edu-dma $EDU_ADDR --ntb $LNTB --mw $MW --iova $IOVA --seed 1
 expect_eq "borrower: its buffer holds exactly pattern 1" "$(bufsum)" "$(patsum 1)"

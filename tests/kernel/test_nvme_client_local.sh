@@ -27,12 +27,7 @@ export RIG_NO_NTB=1
 rig_up --borrowers 1
 nsze=$(($(stat -c %s "$(rig_lender_nvme_img)") / 512))
 
-expect "lender: $NVME bound to vfio-pci" rig_run lender -- "set -e; modprobe -a vfio-pci vfio_iommu_type1
-d=/sys/bus/pci/devices/$NVME
-echo vfio-pci > \$d/driver_override
-if [ -e \$d/driver ]; then echo $NVME > \$d/driver/unbind; fi
-echo $NVME > /sys/bus/pci/drivers_probe
-test \"\$(basename \$(readlink \$d/driver))\" = vfio-pci"
+expect "lender: $NVME bound to vfio-pci" fp_bind_vfio lender $NVME
 group=/dev/vfio/$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$NVME/iommu_group)")
 identify="$FP_CLIENT nvme-identify --group $group --dev $NVME"
 
