@@ -951,14 +951,21 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	fp_count(FP_C_VFIO_OPEN, -1);
 }
 
-/* VFIO_DEVICE_RESET: the lender resets the device (RESET upcall); a borrowed device is returned. */
+/*
+ * VFIO_DEVICE_RESET: a borrowed device is reset by the lender (RESET upcall) and returned. An
+ * unborrowed one has nothing of ours to reset: the lender resets a device at every return before
+ * lending it again (and it may be another borrower's now), so only our virtual config space goes
+ * back to its reset state. QEMU resets at machine reset and after clearing bus master (which already
+ * returned the device), and reports a failed reset as "no available reset mechanism".
+ */
 static int fp_vfio_reset(struct fp_mdev *fm)
 {
-	int ret;
+	int ret = 0;
 
 	fp_cfg_ready(fm);
 	mutex_lock(&fm->bm_lock);
-	ret = fp_call(fm, FARPASS_UPCALL_RESET, fm->instance, 0, 0, NULL);
+	if (fm->borrowed)
+		ret = fp_call(fm, FARPASS_UPCALL_RESET, fm->instance, 0, 0, NULL);
 	if (!ret) {
 		fp_count(FP_C_RESETS, 1);
 		spin_lock(&fm->state_lock);
