@@ -4,7 +4,8 @@
 #  (boot) the guest's nvme driver took the device at boot; QEMU reset the mdev without complaint; the
 #      borrow made during SeaBIOS's POST (its NVMe boot support sets bus master) keeps all guest RAM in
 #      the DMA window although QEMU unmapped it and mapped it again since (SeaBIOS closing the PAM area
-#      re-splits QEMU's RAM section): DMA_LAYOUT's pinned pages cover its slots, pages were re-pinned;
+#      re-splits QEMU's RAM section): DMA_LAYOUT's pinned pages cover its slots (the pages pinned again
+#      are printed; test_dma_window.sh checks that refill itself);
 #  (a) device_del: the guest releases the device (DEVICE_DELETED, no nvme disk left), borrower1's agent
 #      gives it back, the lender shows it free and reset it;
 #  (b) device_add: the guest's nvme driver takes it again (borrowed again) and fio randwrite+verify
@@ -39,8 +40,7 @@ expect "L2 booted with the device and waits" e2e_l2_wait $B unplug 900
 layout=$(fp_client $B dma-layout --id "$E2E_DEVICE_ID" || true)
 echo "DMA_LAYOUT after boot: $layout"
 e2e_expect_window_full "$layout" "(boot)"
-expect "(boot) guest pages QEMU mapped again were pinned again: $(fp_counter $B dma_refilled_pages)" \
-	test "$(fp_counter $B dma_refilled_pages)" -gt 0
+echo "counter dma_refilled_pages: $(fp_counter $B dma_refilled_pages) (QEMU re-mapped them after the borrow)"
 expect "(a) QMP device_del: DEVICE_DELETED" e2e_qmp $B device_del '{"id": "fp0"}' --event DEVICE_DELETED --timeout 240
 ag_expect_returned $B 60 "(a)"
 e2e_l2_continue $B
