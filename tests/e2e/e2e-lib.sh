@@ -213,8 +213,9 @@ e2e_remote_mdev() {
 	# An L2 boot under nested TCG on a loaded machine can take the lender more than the default 1.5 s to
 	# answer a forwarded config read (and the upcall's 2 s), which makes the device surprise-removed; the
 	# timeouts themselves are tested in tests/kernel. No upcall comes before QEMU opens the mdev. A
-	# BORROW's lender-side dma.map of a 1 GiB guest took 2-7 s with four rigs on the machine, once > 8 s.
-	ag_remote_mdev "$1" "$2" "" '"call_timeout_ms": 20000'
+	# BORROW's lender-side dma.map of a 1 GiB guest took 2-7 s with four rigs on the machine, once > 8 s;
+	# at a load of 27 the lender once expired a 10 s lease whose heartbeats came late.
+	ag_remote_mdev "$1" "$2" '"lease_ms": 30000' '"call_timeout_ms": 20000'
 	rig_run "$1" -- "echo 25000 >/sys/module/farpass/parameters/upcall_timeout_ms"
 	E2E_DEVICE_ID=${AG_TYPE##*-}
 }
