@@ -1,4 +1,10 @@
 #!/bin/bash
+# DRAFT (not run by run-suites until renamed test_remote_nvme_hotplug.sh). State (hotplug branch, four
+# runs after the DMA window refill fix): passed twice as test_remote_nvme_hotplug.sh with the borrow
+# count "exactly 2"; a third run (load ~30) lost its 10 s lease (now 30 s in e2e-lib); a fourth passed
+# every check but that count: 3 borrows, the guest's nvme driver after device_add cleared and set bus
+# master again (controller reset under load), a legitimate give-back and re-borrow. The check now
+# reads the first three events; this text has not run yet.
 # QEMU hot-remove and hot-add of the lender's NVMe (the farpass mdev behind a PCIe root port of a 1 GiB
 # L2 guest), driven over the L2 QEMU's QMP while the guest waits between steps. Checks:
 #  (boot) the guest's nvme driver took the device at boot; QEMU reset the mdev without complaint; the
@@ -53,7 +59,10 @@ expect_eq "(a) guest: no nvme disk after device_del" \
 	"$(sed -n 's/^E2E-NVME-DISKS after device_del: //p' <<<"$out")" 0
 expect_eq "(b) guest: the nvme disk is back after device_add" \
 	"$(sed -n 's/^E2E-NVME-DISKS after device_add: //p' <<<"$out")" 1
-expect_eq "(b) borrowed twice (boot, device_add)" "$(ag_log $B | grep -c 'borrowed lender/')" 2
+# The guest's driver may give the device back and borrow it again on its own (a controller reset).
+expect_eq "(b) borrowed at boot, given back at device_del, borrowed again after device_add" \
+	"$(ag_log $B | grep -oE 'borrowed lender/|gave back lender/' | head -3 | tr -d '\n')" \
+	"borrowed lender/gave back lender/borrowed lender/"
 e2e_expect_reset_works $B
 e2e_expect_guest_fio "$out"
 e2e_expect_written "$(rig_lender_nvme_img)" "$tag"
