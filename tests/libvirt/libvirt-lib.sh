@@ -86,9 +86,9 @@ lv_hostdev_xml() {
 
 # lv_domain_xml NAME MEM-MiB SCRIPT CONSOLE [HOSTDEV-UUID]: a q35 L2 guest booting the rig's L2 kernel
 # and initramfs ($E2E_L2_INITRD, e2e-lib.sh) directly, which runs the file SCRIPT (passed by fw_cfg, as
-# e2e_l2_start does) and powers off (ACPI); its console is written to the file CONSOLE (a path in the L1:
-# e.g. /var/log/libvirt/qemu/NAME-console.log, see lv_qemu_log); two PCIe root
-# ports (no USB) take its device and hot-added ones. With HOSTDEV-UUID, that mdev is one of its devices.
+# e2e_l2_start does) and powers off (ACPI); its console goes to the file CONSOLE, a path in the L1 (in
+# /var/log/libvirt/qemu: lv_qemu_log); two PCIe root ports (no USB) take its device and hot-added ones.
+# With HOSTDEV-UUID, that mdev is one of its devices.
 lv_domain_xml() {
 	local name=$1 mem=$2 script=$3 console=$4 uuid=${5:-}
 	cat <<EOF

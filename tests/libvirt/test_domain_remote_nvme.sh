@@ -26,6 +26,8 @@ set -euo pipefail
 ag_check_built && fp_check_built && e2e_check_setup
 
 B1=borrower1 B2=borrower2
+# Bounds for the guests' runs: three L1s, each running an L2 under TCG, on a loaded machine.
+E2E_L2_TIMEOUT=2400
 IMG=$(rig_lender_nvme_img)
 # The guest's files: its script in $RIGDIR, which every L1 sees at the same path (read-only), its console
 # in libvirt's log directory: the definition moves unchanged.
@@ -71,7 +73,7 @@ expect "(a) the hook created the instance" lv_mdev_exists $B1 "$U"
 E2E_L2_LOG=$(lv_qemu_log $B1 g-console.log)
 
 lv_step "guest on borrower1: fio randwrite+verify on the remote NVMe (tag $tagA)"
-expect "guest booted and ran its first fio jobs" e2e_l2_wait $B1 detach 900
+expect "guest booted and ran its first fio jobs" e2e_l2_wait $B1 detach 1800
 part1=$(tr -d '\r' <"$E2E_L2_LOG" | sed '/^E2E-WAIT detach/q')
 e2e_expect_l2_nvme "$part1"
 e2e_expect_fio_jobs "$part1"
