@@ -55,10 +55,10 @@ install -m 0644 $LV_UDEV_RULE /lib/udev/rules.d/"
 # without auth on the management LAN (a closed network of the rig) for `virsh migrate` between borrowers.
 lv_libvirtd_up() {
 	local vm=$1 t0=$SECONDS
-	expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 180 -- \
+	expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 600 -- \
 		"printf 'user = \"root\"\ngroup = \"root\"\n' >>/etc/libvirt/qemu.conf
 printf 'listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n' >>/etc/libvirt/libvirtd.conf
-libvirtd -d --listen && for i in \$(seq 300); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
+libvirtd -d --listen && for i in \$(seq 1000); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
 	echo "# $vm: libvirtd up in $((SECONDS - t0)) s"
 }
 
