@@ -6,7 +6,7 @@
 # libvirtd.
 #
 #   lv_host_up VM AGENT-CONFIG-FRAGMENT   all of the above but libvirtd, in that order (also after rig_boot)
-#   lv_libvirtd_up VM                     libvirtd started (after the hook is installed), answering
+#   lv_libvirtd_up VM [--guests]          libvirtd started (after the hook is installed), answering
 #   lv_virsh VM ARGS...                   virsh -c qemu:///system in VM (output and status)
 #   lv_mdev_exists VM UUID                the mdev instance is there (sysfs)
 #   lv_qemu_log VM FILE                   L0's path of VM's /var/log/libvirt/qemu/FILE
@@ -29,14 +29,12 @@ cp -an /etc/mdevctl.d/. $RIGDIR/$vm/mdevctl.d/ && mount --bind $RIGDIR/$vm/mdevc
 }
 
 # lv_qemu_log VM FILE: where L0 reads VM's /var/log/libvirt/qemu/FILE (QEMU's logs, guests' consoles):
-# lv_host_up bind-mounts VM's share there, so a path in that directory is valid on every borrower.
+# lv_libvirtd_up --guests bind-mounts VM's share there, so a path in it is valid on every borrower.
 lv_qemu_log() { echo "$RIGDIR/$1/libvirt-qemu/$2"; }
 
 lv_host_up() {
 	local vm=$1 t0=$SECONDS
 	expect "$vm: /etc/mdevctl.d persists across reboots" _lv_persistent_etc "$vm"
-	expect "$vm: /var/log/libvirt/qemu is readable on L0" rig_run "$vm" -- \
-		"mkdir -p $(lv_qemu_log "$vm" "") && mount --bind $(lv_qemu_log "$vm" "") /var/log/libvirt/qemu"
 	# What `meson install` does: farpassctl and the agent on PATH (the hook runs farpassctl), the hook,
 	# the udev rule.
 	expect "$vm: farpassctl, farpass-agent, the hook and the udev rule installed" rig_run "$vm" -- "set -e
@@ -50,15 +48,21 @@ install -m 0644 $LV_UDEV_RULE /lib/udev/rules.d/"
 	echo "# $vm: host up in $((SECONDS - t0)) s"
 }
 
-# Two settings of the rig's own: QEMU runs as root, as the guests' files (kernel, console, script) are in
-# $RIGDIR, a 9p share where the L1's libvirt-qemu user may not create or chown; libvirtd listens on TCP
+# lv_libvirtd_up VM [--guests]: --guests for running L2 guests, with the rig's own settings: QEMU runs as
+# root, as the guests' files (kernel, console, script) are on 9p shares where the L1's libvirt-qemu user
+# may not create or chown; /var/log/libvirt/qemu is read on L0 (lv_qemu_log); libvirtd listens on TCP
 # without auth on the management LAN (a closed network of the rig) for `virsh migrate` between borrowers.
 lv_libvirtd_up() {
-	local vm=$1 t0=$SECONDS
+	local vm=$1 t0=$SECONDS listen=
+	if [ "${2:-}" = --guests ]; then
+		listen=--listen
+		expect "$vm: settings for guests (QEMU's user, logs on L0, TCP without auth)" rig_run "$vm" -- "set -e
+mkdir -p $(lv_qemu_log "$vm" "") && mount --bind $(lv_qemu_log "$vm" "") /var/log/libvirt/qemu
+printf 'user = \"root\"\ngroup = \"root\"\n' >>/etc/libvirt/qemu.conf
+printf 'listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n' >>/etc/libvirt/libvirtd.conf"
+	fi
 	expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 600 -- \
-		"printf 'user = \"root\"\ngroup = \"root\"\n' >>/etc/libvirt/qemu.conf
-printf 'listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n' >>/etc/libvirt/libvirtd.conf
-libvirtd -d --listen && for i in \$(seq 1000); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
+		"libvirtd -d $listen && for i in \$(seq 1000); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
 	echo "# $vm: libvirtd up in $((SECONDS - t0)) s"
 }
 
