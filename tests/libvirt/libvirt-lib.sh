@@ -41,7 +41,7 @@ lv_host_up() {
 ln -sf $FP_CTL /usr/local/bin/farpassctl && ln -sf $FP_AGENT /usr/local/sbin/farpass-agent
 install -D -m 0755 $LV_HOOK /etc/libvirt/hooks/qemu.d/farpass
 install -m 0644 $LV_UDEV_RULE /lib/udev/rules.d/"
-	expect "$vm: udevd runs" rig_run "$vm" -- "/lib/systemd/systemd-udevd --daemon && udevadm trigger --action=add && udevadm settle -t 180"
+	expect "$vm: udevd runs" rig_run "$vm" -- "/lib/systemd/systemd-udevd --daemon && udevadm trigger --action=add && udevadm settle -t 30"
 	expect "$vm: farpass.ko loads" fp_load "$vm"
 	ag_config "$vm" "$2"
 	expect "$vm: farpass-agent starts" ag_start "$vm"
@@ -61,8 +61,8 @@ mkdir -p $(lv_qemu_log "$vm" "") && mount --bind $(lv_qemu_log "$vm" "") /var/lo
 printf 'user = \"root\"\ngroup = \"root\"\n' >>/etc/libvirt/qemu.conf
 printf 'listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n' >>/etc/libvirt/libvirtd.conf"
 	fi
-	expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 600 -- \
-		"libvirtd -d $listen && for i in \$(seq 1000); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
+	expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 180 -- \
+		"libvirtd -d $listen && for i in \$(seq 300); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
 	echo "# $vm: libvirtd up in $((SECONDS - t0)) s"
 }
 
