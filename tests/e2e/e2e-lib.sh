@@ -36,15 +36,15 @@ e2e_borrower_nvme() {
 	RIG_BORROWER1_EXTRA+=" -device nvme,drive=lnvme,serial=borrower-nvme,addr=0x8"
 }
 
-# e2e_fio_jobs TAG [--verify-only]: guest script lines running, for each region of E2E_REGIONS, fio
-# randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's offset) on /dev/nvme0n1
+# e2e_fio_jobs TAG [--verify-only [MARK]]: guest script lines running, for each region of E2E_REGIONS,
+# fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's offset) on /dev/nvme0n1
 # ("E2E-FIO bs=BS rc=RC" and fio's summary). --verify-only writes nothing: fio reads each region back
-# and checks it holds that pattern ("E2E-FIO-VERIFY bs=BS rc=RC").
+# and checks it holds that pattern ("MARK bs=BS rc=RC", MARK E2E-FIO-VERIFY unless given).
 e2e_fio_jobs() {
 	local tag=$1 only= mark=E2E-FIO r bs off size
 	if [ "${2:-}" = --verify-only ]; then
-		only=' --verify_only=1'
-		mark=E2E-FIO-VERIFY
+		only=' --verify_only'
+		mark=${3:-E2E-FIO-VERIFY}
 	fi
 	for r in "${E2E_REGIONS[@]}"; do
 		IFS=: read -r bs off size <<<"$r"
@@ -56,10 +56,11 @@ e2e_fio_jobs() {
 	done
 }
 
-# e2e_fio_script TAG [--pause]: the guest script (busybox sh) for e2e_l2. It prints the guest's RAM map,
-# the sum of its NVMe interrupt counts before and after ("E2E-IRQS before|after N") the fio jobs of
-# e2e_fio_jobs TAG. With --pause it waits before and after the fio jobs (e2e_l2_wait fio / fio-done,
-# then e2e_l2_continue), e.g. to read counters around them.
+# e2e_fio_script TAG [--pause|--read-back]: the guest script (busybox sh) for e2e_l2. It prints the
+# guest's RAM map, the sum of its NVMe interrupt counts before and after ("E2E-IRQS before|after N") the
+# fio jobs of e2e_fio_jobs TAG. With --pause it waits before and after the fio jobs (e2e_l2_wait fio /
+# fio-done, then e2e_l2_continue), e.g. to read counters around them. With --read-back the same jobs only
+# verify (fio --verify_only): every block a run with TAG wrote is read and checked, nothing is written.
 e2e_fio_script() {
 	local tag=$1 pause=${2:-}
 	cat <<-'EOF2'
@@ -70,7 +71,11 @@ e2e_fio_script() {
 	if [ "$pause" = --pause ]; then
 		printf '%s\n' "$E2E_GUEST_PAUSE" 'e2e_pause fio'
 	fi
-	e2e_fio_jobs "$tag"
+	if [ "$pause" = --read-back ]; then
+		e2e_fio_jobs "$tag" --verify-only E2E-FIO
+	else
+		e2e_fio_jobs "$tag"
+	fi
 	if [ "$pause" = --pause ]; then
 		echo 'e2e_pause fio-done'
 	fi
@@ -159,23 +164,34 @@ e2e_l2() {
 # e2e_irqs OUT PHASE: the guest's NVMe interrupt count printed by e2e_fio_script.
 e2e_irqs() { sed -n "s/^E2E-IRQS $2 //p" <<<"$1"; }
 
-# e2e_expect_guest_fio OUT: the L2 ran the script: every fio job passed its own verify, and the NVMe's
-# MSI-X interrupts reached the guest and counted.
+# e2e_expect_guest_fio OUT: the L2 ran the script: its nvme driver took the NVMe (e2e_expect_l2_nvme),
+# the fio jobs passed (e2e_expect_fio_jobs), it powered off.
 e2e_expect_guest_fio() {
+	e2e_expect_l2_nvme "$1"
+	e2e_expect_fio_jobs "$1"
+	expect "L2 ran the script and powered off" grep -q '^L2-SCRIPT-RC 0' <<<"$1"
+}
+
+# e2e_expect_l2_nvme OUT: the L2 (its console OUT from the start) booted with the NVMe on its stock driver.
+e2e_expect_l2_nvme() {
+	expect "L2 booted" grep -q '^L2-BOOTED' <<<"$1"
+	expect "L2's stock nvme driver bound the controller" grep -qE '0x1b36:0x0010 .*driver=nvme' <<<"$1"
+}
+
+# e2e_expect_fio_jobs OUT: OUT (the console of one e2e_fio_script) shows every fio job passed its own
+# verify, and the NVMe's MSI-X interrupts reached the guest and counted.
+e2e_expect_fio_jobs() {
 	local out=$1 r bs before after
 	grep -E '^(L2-|E2E-)|err=|WRITE:|READ:|verify' <<<"$out" | sed 's/^/    L2> /'
-	expect "L2 booted" grep -q '^L2-BOOTED' <<<"$out"
-	expect "L2's stock nvme driver bound the controller" grep -qE '0x1b36:0x0010 .*driver=nvme' <<<"$out"
 	for r in "${E2E_REGIONS[@]}"; do
 		bs=${r%%:*}
-		expect_eq "guest fio randwrite+verify bs=$bs" "$(sed -n "s/^E2E-FIO bs=$bs rc=//p" <<<"$out")" 0
+		expect_eq "guest fio (with its verify) bs=$bs" "$(sed -n "s/^E2E-FIO bs=$bs rc=//p" <<<"$out")" 0
 	done
 	before=$(e2e_irqs "$out" before)
 	after=$(e2e_irqs "$out" after)
 	expect "guest /proc/interrupts: NVMe interrupts counted during fio ($before -> $after)" \
 		test "${after:-0}" -gt "${before:-0}"
 	expect "the nvme queue interrupts are message-signalled (QEMU's NVMe has only MSI-X)" grep -qE '^E2E-IRQ-LINE .*MSI.*nvme0q' <<<"$out"
-	expect "L2 ran the script and powered off" grep -q '^L2-SCRIPT-RC 0' <<<"$out"
 }
 
 # e2e_expect_ram_above_4g OUT: the L2's RAM map (printed by e2e_fio_script) has System RAM above 4 GiB.
@@ -206,17 +222,23 @@ not() { ! "$@"; }
 e2e_tag() { od -An -N4 -tx1 /dev/urandom | tr -d ' \n'; }
 e2e_other_tag() { printf '%08x' $((0x$1 ^ 1)); }
 
+# Timeouts for L2 guests under nested TCG: an L2 boot on a loaded machine can take the lender more than
+# the default 1.5 s to answer a forwarded config read (and the upcall's 2 s), which makes the device
+# surprise-removed; the timeouts themselves are tested in tests/kernel. A BORROW's lender-side dma.map of
+# a 1 GiB guest took 2-7 s with four rigs on the machine, once > 8 s; at a load of 27 the lender once
+# expired a 10 s lease whose heartbeats came late. E2E_BORROWER_AGENT_CFG and E2E_LENDER_AGENT_CFG are
+# the agents' config fragments, e2e_slow_upcalls VM sets farpass.ko's (before QEMU opens the mdev: no
+# upcall comes earlier).
+E2E_BORROWER_AGENT_CFG='"call_timeout_ms": 20000'
+E2E_LENDER_AGENT_CFG='"lease_ms": 30000'
+e2e_slow_upcalls() { rig_run "$1" -- "echo 25000 >/sys/module/farpass/parameters/upcall_timeout_ms"; }
+
 # e2e_remote_mdev VM UUID: the remote path up to a guest-ready mdev (agent-lib.sh's ag_remote_mdev, as
-# tests/kernel/test_remote_nvme.sh), with timeouts for nested TCG; E2E_DEVICE_ID is the device's
-# announced id (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
+# tests/kernel/test_remote_nvme.sh), with the timeouts above; E2E_DEVICE_ID is the device's announced id
+# (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
 e2e_remote_mdev() {
-	# An L2 boot under nested TCG on a loaded machine can take the lender more than the default 1.5 s to
-	# answer a forwarded config read (and the upcall's 2 s), which makes the device surprise-removed; the
-	# timeouts themselves are tested in tests/kernel. No upcall comes before QEMU opens the mdev. A
-	# BORROW's lender-side dma.map of a 1 GiB guest took 2-7 s with four rigs on the machine, once > 8 s;
-	# at a load of 27 the lender once expired a 10 s lease whose heartbeats came late.
-	ag_remote_mdev "$1" "$2" '"lease_ms": 30000' '"call_timeout_ms": 20000'
-	rig_run "$1" -- "echo 25000 >/sys/module/farpass/parameters/upcall_timeout_ms"
+	ag_remote_mdev "$1" "$2" "$E2E_LENDER_AGENT_CFG" "$E2E_BORROWER_AGENT_CFG"
+	e2e_slow_upcalls "$1"
 	E2E_DEVICE_ID=${AG_TYPE##*-}
 }
 
