@@ -1,8 +1,8 @@
 #!/bin/bash
 # `make demo` (after make's setup and build targets): farpass end to end on the rig, by running the
-# check-libvirt test of the whole flow, tests/libvirt/draft_domain_remote_nvme.sh (still a draft: see its
-# header), in rig-out/demo. It boots a lender and two borrowers, lends the lender's NVMe, starts a libvirt
-# guest with it on borrower1 (fio), hot-removes and re-adds it (virsh detach-device/attach-device
+# check-libvirt test of the whole flow, tests/libvirt/test_domain_remote_nvme.sh, in rig-out/demo. It
+# boots a lender and two borrowers, lends the lender's NVMe, starts a libvirt guest with it on borrower1
+# (fio), hot-removes and re-adds it (virsh detach-device/attach-device
 # --live), cold-migrates the domain to borrower2 (virsh migrate --offline) where the guest reads its data
 # back; each step is printed as it runs and checked, and it ends with a summary table (steps, where the
 # data went, durations).
@@ -14,4 +14,4 @@ farpass demo: a PCIe device of one host used by a guest on another, over an (emu
 Everything runs nested under TCG, so steps take minutes (about 15 in all). Logs: $RIGDIR
 (<vm>/console.log, <vm>/agent.log, <vm>/libvirt-qemu/g-console.log: the guest's console).
 EOF
-exec bash "$top/tests/libvirt/draft_domain_remote_nvme.sh"
+exec bash "$top/tests/libvirt/test_domain_remote_nvme.sh"

@@ -1,11 +1,4 @@
 #!/bin/bash
-# DRAFT (not run by run-suites until renamed test_domain_remote_nvme.sh; `make demo` runs it). State
-# (2026-11-21): one full run on a machine at load ~12-30 passed every check of (a), (b), (c) and (d) up
-# to `virsh start` on borrower2 and the hook's instance there (71 checks, no failure); its guest had not
-# printed its boot after 17 min (load 33: three other rigs) and the run was stopped. A run at load ~35
-# did not reach the guest's first fio in 10 min. What is missing: one run to the end (the read-back).
-# Under such load libvirt-lib's bounds were hit once each (udevadm settle -t 30; libvirtd answering
-# within 180 s): raise them with the run that lands this test.
 # The lender's NVMe in a libvirt guest, driven by stock virsh and domain XML only (one lender, two
 # borrowers booted from the L1 libvirt root; the guest is the rig's L2 kernel and initramfs, 256 MiB,
 # booted directly, running a script passed by fw_cfg). Checks:
