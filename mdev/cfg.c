@@ -255,6 +255,40 @@ void fp_vcfg_write(struct fp_vcfg *c, u32 off, u32 size, const u8 *buf)
 	}
 }
 
+void fp_cfg_pend_write(struct fp_cfg_pend *d, u32 off, u32 size, const u8 *buf)
+{
+	u32 i;
+
+	for (i = 0; i < size && off + i < FP_CFG_SPACE; i++) {
+		d->val[off + i] = buf[i];
+		d->mask[off + i] = 1;
+	}
+}
+
+void fp_cfg_pend_read(const struct fp_cfg_pend *d, u32 off, u32 size, u8 *buf)
+{
+	u32 i;
+
+	for (i = 0; i < size && off + i < FP_CFG_SPACE; i++)
+		if (d->mask[off + i])
+			buf[i] = d->val[off + i];
+}
+
+bool fp_cfg_pend_next(const struct fp_cfg_pend *d, const struct fp_vcfg *c, u32 from,
+		      struct fp_cfg_piece *p)
+{
+	u32 n;
+
+	while (from < FP_CFG_SPACE && !d->mask[from])
+		from++;
+	if (from >= FP_CFG_SPACE)
+		return false;
+	for (n = 1; from + n < FP_CFG_SPACE && d->mask[from + n]; n++)
+		;
+	fp_vcfg_piece(c, from, n, p);
+	return true;
+}
+
 void fp_vcfg_reset(struct fp_vcfg *c)
 {
 	fp_vcfg_set_command(c, 0);

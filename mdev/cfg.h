@@ -70,6 +70,16 @@ struct fp_cfg_piece {
 	enum fp_cfg_kind kind;
 };
 
+/*
+ * Forwarded bytes written before the borrow: the lender's agent refuses CFG_WRITE for a device this
+ * borrower does not hold, so the write is kept here and replayed at the borrow. One byte of shadow
+ * and one pending flag per conventional byte: bounded, a later write of a byte replaces the earlier.
+ */
+struct fp_cfg_pend {
+	u8 val[FP_CFG_SPACE];
+	u8 mask[FP_CFG_SPACE];		/* 1: val[] holds a byte not yet written to the lender */
+};
+
 /* The header with BARs from the announced sizes and flags; capability area forwarded, chain empty. */
 void fp_vcfg_init(struct fp_vcfg *c, const struct farpass_bar bars[FARPASS_NUM_BARS]);
 
@@ -103,6 +113,17 @@ static inline void fp_vcfg_set_command(struct fp_vcfg *c, u16 cmd)
 	c->vconf[FP_PCI_COMMAND] = (u8)cmd;
 	c->vconf[FP_PCI_COMMAND + 1] = (u8)(cmd >> 8);
 }
+
+/* Keep a forwarded piece written before the borrow; overlay the kept bytes on a forwarded read. */
+void fp_cfg_pend_write(struct fp_cfg_pend *d, u32 off, u32 size, const u8 *buf);
+void fp_cfg_pend_read(const struct fp_cfg_pend *d, u32 off, u32 size, u8 *buf);
+
+/*
+ * The next piece to replay at or after @from, in offset order: the first piece fp_vcfg_piece() cuts
+ * from the run of pending bytes there, so naturally aligned 1/2/4 bytes, all pending. False if none.
+ */
+bool fp_cfg_pend_next(const struct fp_cfg_pend *d, const struct fp_vcfg *c, u32 from,
+		      struct fp_cfg_piece *p);
 
 /* Device reset: command 0, MSI/MSI-X enables off; BARs keep the guest's addresses. */
 void fp_vcfg_reset(struct fp_vcfg *c);

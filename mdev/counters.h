@@ -41,6 +41,9 @@ enum fp_counter {
 	FP_C_CFG_READS,		/* E trapped config-space reads (VFIO region 7), by access */
 	FP_C_CFG_WRITES,	/* E trapped config-space writes */
 	FP_C_CFG_FORWARDED,	/* E pieces of them forwarded to the lender */
+	FP_C_CFG_DEFERRED,	/* E forwarded pieces written before the borrow, kept for it */
+	FP_C_CFG_REPLAYED,	/* E pieces of those written to the lender at the borrow */
+	FP_C_CFG_REPLAY_FAILED,	/* E ... that the lender refused */
 	FP_C_SURPRISE_REMOVED,	/* E instances marked surprise-removed (dead agent) */
 	FP_C_RESETS,		/* E VFIO_DEVICE_RESET served */
 	FP_C_XWIN_BAR_BYTES,	/* G bytes mapped in inbound BAR windows (BARs, mailbox ack pages) */

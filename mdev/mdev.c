@@ -50,7 +50,8 @@
 
 /*
  * One instance. Locks: scan_lock (mutex) builds vcfg at the first config access after open; bm_lock
- * (mutex) serialises borrow-state and interrupt-state changes and is held across their upcall;
+ * (mutex) serialises borrow-state and interrupt-state changes and is held across their upcall, and
+ * guards pend (forwarded config writes kept until the borrow) and the forwarded writes themselves;
  * state_lock (spinlock) the shadow, the flags and the ERR/REQ eventfds, never held across an upcall;
  * dma_lock (mutex) the DMA window's pages, between borrow/return and the VFIO user's unmaps; irq_lock
  * (spinlock, irqsave: the bridge delivers in hard-irq context) the MSI/MSI-X eventfds; bar_lock (mutex)
@@ -66,10 +67,11 @@ struct fp_mdev {
 	spinlock_t state_lock;
 	bool scanned;			/* vcfg built (acquire/release) */
 	bool dead;			/* surprise-removed: the agent did not answer; until next open */
-	bool borrowed;			/* BORROW succeeded, no RETURN yet; bm_lock */
+	bool borrowed;			/* BORROW succeeded, no RETURN yet; bm_lock (WRITE_ONCE) */
 	struct eventfd_ctx *err_trigger;	/* VFIO_PCI_ERR_IRQ_INDEX */
 	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
 	struct fp_vcfg vcfg;
+	struct fp_cfg_pend pend;	/* bm_lock: forwarded bytes written before the borrow */
 
 	struct mutex dma_lock;		/* dmawin and its pages */
 	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
@@ -416,7 +418,8 @@ static void fp_cfg_ready(struct fp_mdev *fm)
 	mutex_unlock(&fm->scan_lock);
 }
 
-static int fp_cfg_forward(struct fp_mdev *fm, const struct fp_cfg_piece *p, u8 *buf, bool write)
+/* A forwarded piece to the lender: CFG_READ or CFG_WRITE upcall. */
+static int fp_cfg_upcall(struct fp_mdev *fm, const struct fp_cfg_piece *p, u8 *buf, bool write)
 {
 	u64 val = 0;
 	u32 i;
@@ -433,6 +436,68 @@ static int fp_cfg_forward(struct fp_mdev *fm, const struct fp_cfg_piece *p, u8 *
 		for (i = 0; i < p->size; i++)
 			buf[i] = (u8)(val >> (8 * i));
 	return ret;
+}
+
+/*
+ * A forwarded piece. Before the borrow the lender's agent refuses writes (the device may be another
+ * borrower's): they are kept in pend and replayed at the borrow (fp_cfg_replay()), and reads show the
+ * kept bytes over the lender's value, so the VFIO user reads back what it wrote. bm_lock orders a
+ * write against the borrow: none is kept after the replay, none forwarded before it.
+ */
+static int fp_cfg_forward(struct fp_mdev *fm, const struct fp_cfg_piece *p, u8 *buf, bool write)
+{
+	int ret = 0;
+
+	if (!write) {
+		ret = fp_cfg_upcall(fm, p, buf, false);
+		if (!ret && !READ_ONCE(fm->borrowed)) {	/* nothing is pending while borrowed */
+			mutex_lock(&fm->bm_lock);
+			fp_cfg_pend_read(&fm->pend, p->off, p->size, buf);
+			mutex_unlock(&fm->bm_lock);
+		}
+		return ret;
+	}
+	mutex_lock(&fm->bm_lock);
+	if (fm->borrowed) {
+		ret = fp_cfg_upcall(fm, p, buf, true);
+	} else {
+		fp_cfg_pend_write(&fm->pend, p->off, p->size, buf);
+		fp_count(FP_C_CFG_DEFERRED, 1);
+	}
+	mutex_unlock(&fm->bm_lock);
+	return ret;
+}
+
+/* Kept writes go at reset of an unborrowed device and at close: the device never saw them. */
+static void fp_cfg_pend_drop(struct fp_mdev *fm)
+{
+	lockdep_assert_held(&fm->bm_lock);
+	memset(&fm->pend, 0, sizeof(fm->pend));
+}
+
+/*
+ * At the borrow, before bus master reads as set: the forwarded bytes written before it go to the
+ * lender in offset order, as naturally aligned pieces of kept bytes only. A failure is the answer to
+ * one write, as it would have been at the time: logged and counted, the borrow stands.
+ */
+static void fp_cfg_replay(struct fp_mdev *fm)
+{
+	struct fp_cfg_piece p;
+	u32 off = 0;
+	int ret;
+
+	lockdep_assert_held(&fm->bm_lock);
+	/* vcfg's kinds are fixed by the scan, which came before any write was kept. */
+	while (fp_cfg_pend_next(&fm->pend, &fm->vcfg, off, &p)) {
+		ret = fp_cfg_upcall(fm, &p, &fm->pend.val[p.off], true);
+		fp_count(ret ? FP_C_CFG_REPLAY_FAILED : FP_C_CFG_REPLAYED, 1);
+		if (ret)
+			dev_warn_ratelimited(fm->vdev.dev,
+					     "farpass: device %u: config write at %#x (%u bytes) from before the borrow: %pe\n",
+					     fm->rdev->desc.device_id, p.off, p.size, ERR_PTR(ret));
+		off = p.off + p.size;
+	}
+	fp_cfg_pend_drop(fm);
 }
 
 /* The interrupt bridge delivers a vector of our irq_slot (hard-irq context). */
@@ -507,7 +572,7 @@ static void fp_return(struct fp_mdev *fm)
 	fp_irq_detach(fm->rdev->link, fm->rdev->desc.irq_slot);
 	fp_dma_destroy(fm);
 	spin_lock(&fm->state_lock);
-	fm->borrowed = false;
+	WRITE_ONCE(fm->borrowed, false);
 	spin_unlock(&fm->state_lock);
 }
 
@@ -545,13 +610,14 @@ static int fp_borrow(struct fp_mdev *fm)
 	if (ret)
 		goto out_return;
 	spin_lock(&fm->state_lock);
-	fm->borrowed = true;
+	WRITE_ONCE(fm->borrowed, true);
 	spin_unlock(&fm->state_lock);
 	ret = fp_irq_upcall(fm, fm->irq_index, fm->irq_count);
 	if (ret) {
 		fp_return(fm);
 		return ret;
 	}
+	fp_cfg_replay(fm);
 	st.total_ns = ktime_get_ns() - t0;
 	fp_borrow_record(&st);
 	return 0;
@@ -945,6 +1011,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	if (fm->borrowed)
 		fp_return(fm);
 	fp_irq_disable(fm);
+	fp_cfg_pend_drop(fm);
 	mutex_unlock(&fm->bm_lock);
 	cancel_delayed_work_sync(&fm->refill);
 	fp_bar_unmap_all(fm);
@@ -980,6 +1047,7 @@ static int fp_vfio_reset(struct fp_mdev *fm)
 		spin_lock(&fm->state_lock);
 		fp_vcfg_reset(&fm->vcfg);
 		spin_unlock(&fm->state_lock);
+		fp_cfg_pend_drop(fm);	/* none while borrowed */
 		if (fm->borrowed)
 			fp_return(fm);
 	}

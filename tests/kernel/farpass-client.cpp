@@ -47,6 +47,7 @@
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
 //                  [--high X] [--timeout-ms N] [--no-mmap] [--hold-until FILE] [--return] [--reset]
+//                  [--devctl V] [--devctl2 V]
 //                  (as QEMU and a guest's NVMe driver: type1 container, BAR0 mmapped where VFIO allows it
 //                  (sparse areas; --no-mmap: none, as QEMU's x-no-mmap) and pread/pwrite elsewhere, two
 //                  2 MiB buffers mapped at IOVA --low (1 MiB) and --high (4 GiB), memory space + bus
@@ -54,6 +55,9 @@
 //                  Identify Controller into the low buffer and Identify Namespace 1 into the high one,
 //                  each waited for on its completion and its interrupt; ok if both succeed, VID = the
 //                  config space's vendor, the model is "QEMU NVMe Ctrl...", NSZE = --nsze, irqs >= 2.
+//                  --devctl/--devctl2: before bus master (so before a borrow) write V to PCIe Device Control
+//                  (2 bytes at cap + 8) / Device Control 2 (cap + 0x28) and read it back (devctl_write,
+//                  devctl_pre, ...), read it again once identified (devctl_borrowed, ...).
 //                  --hold-until: print "identified, holding: ..." and wait for FILE, then read PCIe Device
 //                  Control/Status (held_cfg); --return: bus master off, then CSTS (return_csts);
 //                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). Every wait is bounded: --timeout-ms,
@@ -1389,6 +1393,25 @@ int run_nvme_identify(const Args &a)
 	int err = cfg.read(0, 4, id) | cfg.read(4, 2, cmd) | find_cap(cfg, 0x11, msix) | find_cap(cfg, 0x10, exp);
 	if (err || !msix)
 		return finish(a, err ? err : ENOTSUP, "config space: vendor, command, MSI-X capability");
+	// --devctl/--devctl2: PCIe control registers as a guest's driver writes them, before bus master.
+	const std::pair<const char *, uint32_t> ctl_regs[] = {{"devctl", 8}, {"devctl2", 0x28}};
+	const auto read_ctl = [&](const char *when) {
+		std::string out;
+		for (auto [key, reg] : ctl_regs) {
+			uint32_t v = 0;
+			if (!a.has(key))
+				continue;
+			const int rerr = exp ? cfg.read(exp + reg, 2, v) : ENOTSUP;
+			out += std::string(" ") + key + "_" + when + "=" + hex_or_errno(rerr, v);
+		}
+		return out;
+	};
+	std::string ctl;
+	for (auto [key, reg] : ctl_regs)
+		if (a.has(key))
+			ctl += std::string(" ") + key + "_write=" +
+			       ename(exp ? cfg.write(exp + reg, 2, static_cast<uint32_t>(a.num(key, 0))) : ENOTSUP);
+	ctl += read_ctl("pre");
 	if ((err = cfg.write(4, 2, cmd | 0x6)))
 		return finish(a, err, "command register: memory space + bus master");
 	if ((err = cfg.read(msix + 2, 2, msix_ctrl)) || (err = cfg.write(msix + 2, 2, msix_ctrl | 0x8000)))
@@ -1433,14 +1456,14 @@ int run_nvme_identify(const Args &a)
 		      vid, model.c_str(), static_cast<unsigned long long>(nsze), static_cast<unsigned long long>(q.irqs),
 		      st_ctrl, st_ns, static_cast<unsigned long long>(low.iova), static_cast<unsigned long long>(high.iova),
 		      bar.describe().c_str(), identify_ms);
-	std::string detail = d;
+	std::string detail = d + ctl + read_ctl("borrowed");
 	const bool good = !st_ctrl && !st_ns && vid == (id & 0xffff) && model.starts_with("QEMU NVMe Ctrl") &&
 			  (!a.has("nsze") || nsze == a.num("nsze", 0)) && q.irqs >= 2;
 
 	// --hold-until FILE: stay borrowed until FILE exists, then read a forwarded register (PCIe Device
 	// Control/Status; the header if there is no PCIe capability) as the vCPU of a running VM would.
 	if (a.has("hold-until")) {
-		std::printf("identified, holding: %s\n", d);
+		std::printf("identified, holding: %s\n", detail.c_str());
 		std::fflush(stdout);
 		const std::string file = a.str("hold-until");
 		if ((err = wait_until(600000, [&] { return access(file.c_str(), F_OK) ? EAGAIN : 0; })))

@@ -1,6 +1,6 @@
 // farpass.ko's config-space virtualisation (mdev/cfg.c, compiled from the same source as the module):
 // which bytes are virtual, forwarded or hidden, BAR sizing, the rebuilt capability chain, and the
-// pieces the dispatcher serves.
+// pieces the dispatcher serves, forwarded writes kept before the borrow and their replay.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -308,6 +308,61 @@ TEST_CASE("pieces: forwarded runs are naturally aligned 1/2/4, virtual runs do n
 	std::memset(buf, 0xaa, sizeof(buf));
 	fp_vcfg_read(&c, 0x200, 8, buf);
 	CHECK(buf[7] == 0);
+}
+
+TEST_CASE("writes before the borrow: kept per byte, read back over the lender's, replayed in aligned pieces")
+{
+	fp_vcfg c;
+	auto b = bars_nvme();
+	auto l = nvme_like();
+	fp_vcfg_init(&c, b.data());
+	REQUIRE(fp_vcfg_scan_caps(&c, FakeLender::read, &l) == 0);
+	fp_cfg_pend d{};
+	fp_cfg_piece p;
+	CHECK_FALSE(fp_cfg_pend_next(&d, &c, 0, &p));	// nothing kept
+
+	const u8 devctl[2] = {0x10, 0x20}, devctl_again[2] = {0x1f, 0x50}, devsta[2] = {0x0f, 0x00};
+	fp_cfg_pend_write(&d, 0x88, 2, devctl);		// PCIe Device Control
+	fp_cfg_pend_write(&d, 0x88, 2, devctl_again);	// a later write of the same bytes replaces it
+	fp_cfg_pend_write(&d, 0x8a, 2, devsta);		// Device Status next to it
+	const u8 pm[6] = {1, 2, 3, 4, 5, 6};
+	fp_cfg_pend_write(&d, 0x45, 6, pm);		// unaligned: PM body and the bytes after it
+	const u8 last = 0x77;
+	fp_cfg_pend_write(&d, 0xff, 1, &last);		// the last conventional byte
+
+	// Reads: the kept bytes over what the lender returned, the others untouched.
+	u8 buf[4] = {0xaa, 0xbb, 0xcc, 0xdd};
+	fp_cfg_pend_read(&d, 0x86, 4, buf);
+	CHECK((buf[0] == 0xaa && buf[1] == 0xbb && buf[2] == 0x1f && buf[3] == 0x50));
+	std::memset(buf, 0xee, sizeof(buf));
+	fp_cfg_pend_read(&d, 0xfe, 4, buf);	// stops at the end of the conventional space
+	CHECK((buf[0] == 0xee && buf[1] == 0x77 && buf[2] == 0xee));
+
+	// Replay: offset order, each kept byte once, naturally aligned forwarded pieces of kept bytes only.
+	std::vector<fp_cfg_piece> r;
+	for (u32 off = 0; fp_cfg_pend_next(&d, &c, off, &p); off = p.off + p.size) {
+		CHECK(p.kind == FP_CFG_FWD);
+		CHECK(p.off % p.size == 0);
+		for (u32 i = 0; i < p.size; i++)
+			CHECK(d.mask[p.off + i] == 1);
+		r.push_back(p);
+	}
+	std::vector<std::pair<u32, u32>> got;
+	for (auto &q : r)
+		got.emplace_back(q.off, q.size);
+	CHECK(got == std::vector<std::pair<u32, u32>>{{0x45, 1}, {0x46, 2}, {0x48, 2}, {0x4a, 1}, {0x88, 4}, {0xff, 1}});
+	CHECK(d.val[0x88] == 0x1f);
+	CHECK(d.val[0x8b] == 0x00);
+
+	// An odd start, and a dword with a hidden byte (BIST): one-byte pieces.
+	fp_cfg_pend e{};
+	const u8 two[2] = {0x40, 0x00};
+	fp_cfg_pend_write(&e, 0x0d, 2, two);	// latency timer, header type
+	REQUIRE(fp_cfg_pend_next(&e, &c, 0, &p));
+	CHECK((p.off == 0x0d && p.size == 1));
+	REQUIRE(fp_cfg_pend_next(&e, &c, 0x0e, &p));
+	CHECK((p.off == 0x0e && p.size == 1));
+	CHECK_FALSE(fp_cfg_pend_next(&e, &c, 0x0f, &p));
 }
 
 TEST_CASE("capability policy table")
