@@ -16,6 +16,9 @@ FP_CTL=$FARPASS_BUILD/lender-agent/farpassctl
 FP_PEER=$FARPASS_BUILD/tests/agent/fp-peer
 AG_PORT=7450
 LENDER_NVME=0000:00:08.0
+# The device the lender's agent lends in ag_lender_up/ag_remote_mdev and ag_expect_returned checks: the
+# rig's NVMe unless a test gives the lender another device (RIG_LENDER_EXTRA) and names it here.
+AG_LENT=${AG_LENT:-$LENDER_NVME}
 
 ag_check_built() {
 	local f
@@ -103,19 +106,19 @@ ag_wait_log() {
 	return 1
 }
 
-# ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender, its agent started, the NVMe lent.
+# ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender, its agent started, $AG_LENT lent.
 ag_lender_up() {
 	expect "lender: vfio-pci and the IOMMU are there" \
-		rig_run lender -- "modprobe -a vfio-pci vfio_iommu_type1 && test -e /sys/bus/pci/devices/$LENDER_NVME/iommu_group"
+		rig_run lender -- "modprobe -a vfio-pci vfio_iommu_type1 && test -e /sys/bus/pci/devices/$AG_LENT/iommu_group"
 	ag_config lender "${1:-}"
 	expect "lender: farpass-agent starts" ag_start lender
-	expect "lender: farpassctl lend $LENDER_NVME" ag_ctl lender lend $LENDER_NVME
-	expect_eq "lender: the NVMe is bound to vfio-pci" \
-		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
+	expect "lender: farpassctl lend $AG_LENT" ag_ctl lender lend $AG_LENT
+	expect_eq "lender: $AG_LENT is bound to vfio-pci" \
+		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$AG_LENT/driver)")" vfio-pci
 }
 
 # ag_remote_mdev VM UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and VM, both
-# agents (the lender's lends its NVMe to VM), the NVMe's mdev type awaited on VM's NTB and instance UUID
+# agents (the lender's lends $AG_LENT to VM), the device's mdev type awaited on VM's NTB and instance UUID
 # created. The fragments add agent config keys ('"lease_ms": 6000'). AG_TYPE: the type's name.
 ag_remote_mdev() {
 	local vm=$1 uuid=$2 ntb
@@ -132,32 +135,36 @@ ag_remote_mdev() {
 		[ -n "$AG_TYPE" ] && break
 		sleep 1
 	done
-	expect "$vm: the lender's NVMe appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
+	expect "$vm: the lender's $AG_LENT appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
 	expect "$vm: create mdev $uuid" \
 		rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$AG_TYPE/create"
 }
 
-# The lender's NVMe read around its driver: command register and CSTS through resource0.
-ag_lender_nvme_state() {
-	rig_run lender -- "printf 'command=0x%s ' \$(setpci -s $LENDER_NVME COMMAND)
-python3 -c 'import mmap, struct
-f = open(\"/sys/bus/pci/devices/$LENDER_NVME/resource0\", \"r+b\")
-m = mmap.mmap(f.fileno(), 4096)
-print(\"csts=%#x\" % struct.unpack_from(\"<I\", m, 0x1c))'"
+# ag_lender_reg32 PCI BAR OFFSET: a 32-bit register of a lender device's memory BAR, read around its
+# driver through sysfs resourceBAR (printed in hex).
+ag_lender_reg32() {
+	rig_run lender -- "python3 -c 'import mmap, struct
+f = open(\"/sys/bus/pci/devices/$1/resource$2\", \"r+b\")
+m = mmap.mmap(f.fileno(), ($3 // 4096 + 1) * 4096)
+print(\"%#x\" % struct.unpack_from(\"<I\", m, $3)[0])'"
 }
 
-# ag_expect_returned VM SECONDS LABEL: VM's agent gave the lender's NVMe back within SECONDS; the lender
-# has no borrow, lists it free, keeps it on vfio-pci, with bus master off and the controller reset.
+# ag_expect_returned VM SECONDS LABEL: VM's agent gave $AG_LENT back within SECONDS; the lender has no
+# borrow, lists it free, keeps it on vfio-pci, with bus master off (and the rig's NVMe reset: CSTS.RDY 0).
 ag_expect_returned() {
-	local vm=$1 label=$3 state
-	expect "$vm: the agent gave it back" ag_wait_log "$vm" "$2" "gave back lender/$LENDER_NVME"
+	local vm=$1 label=$3 cmd csts
+	expect "$vm: the agent gave it back" ag_wait_log "$vm" "$2" "gave back lender/$AG_LENT"
 	expect_eq "$label lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
 	expect_eq "$label lender: list shows it free" \
-		"$(ag_ctl lender --json list | jq -r '.devices[0] | "\(.pci) \(.borrower)"')" "$LENDER_NVME null"
-	expect_eq "$label lender: the NVMe is still on vfio-pci" \
-		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
-	state=$(ag_lender_nvme_state)
-	echo "lender: $state"
-	expect "$label lender: bus master off, controller reset (CSTS.RDY 0)" \
-		test $(($(fp_field " $state" command) & 4)) = 0 -a $(($(fp_field " $state" csts) & 1)) = 0
+		"$(ag_ctl lender --json list | jq -r '.devices[0] | "\(.pci) \(.borrower)"')" "$AG_LENT null"
+	expect_eq "$label lender: $AG_LENT is still on vfio-pci" \
+		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$AG_LENT/driver)")" vfio-pci
+	cmd=0x$(rig_run lender -- "setpci -s $AG_LENT COMMAND")
+	echo "lender: command=$cmd"
+	expect "$label lender: bus master off" test $((cmd & 4)) = 0
+	if [ "$AG_LENT" = "$LENDER_NVME" ]; then
+		csts=$(ag_lender_reg32 "$AG_LENT" 0 0x1c)
+		echo "lender: csts=$csts"
+		expect "$label lender: controller reset (CSTS.RDY 0)" test $((csts & 1)) = 0
+	fi
 }
