@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * counters.c - debugfs: /sys/kernel/debug/farpass/counters, one "name value" line per counter.
+ * counters.c - debugfs: /sys/kernel/debug/farpass/counters, one "name value" line per counter, and
+ * last_borrow, the figures of the last successful borrow in the same form.
  * The directory is also the parent of each link's directory (ntb.c).
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
+#include <linux/spinlock.h>
 
 #include "counters.h"
 #include "fp.h"
 
 atomic64_t fp_counters[FP_C_NR];
 struct dentry *fp_debugfs_root;
+
+static DEFINE_SPINLOCK(fp_last_borrow_lock);
+static struct fp_borrow_stat fp_last_borrow;	/* fp_last_borrow_lock */
 
 static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_LINKS]		= "links",
@@ -74,6 +79,27 @@ static int counters_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(counters);
 
+void fp_borrow_record(const struct fp_borrow_stat *st)
+{
+	spin_lock(&fp_last_borrow_lock);
+	fp_last_borrow = *st;
+	spin_unlock(&fp_last_borrow_lock);
+}
+
+static int last_borrow_show(struct seq_file *s, void *unused)
+{
+	struct fp_borrow_stat st;
+
+	spin_lock(&fp_last_borrow_lock);
+	st = fp_last_borrow;
+	spin_unlock(&fp_last_borrow_lock);
+	seq_printf(s, "device_id %u\nscan_us %llu\npin_map_us %llu\nupcall_us %llu\ntotal_us %llu\npages %llu\n",
+		   st.device_id, st.scan_ns / NSEC_PER_USEC, st.pin_map_ns / NSEC_PER_USEC,
+		   st.upcall_ns / NSEC_PER_USEC, st.total_ns / NSEC_PER_USEC, st.pages);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(last_borrow);
+
 int fp_counters_init(void)
 {
 	int i;
@@ -83,6 +109,7 @@ int fp_counters_init(void)
 	/* debugfs is optional: errors are ignored, as debugfs users are told to. */
 	fp_debugfs_root = debugfs_create_dir(FP_NAME, NULL);
 	debugfs_create_file("counters", 0400, fp_debugfs_root, NULL, &counters_fops);
+	debugfs_create_file("last_borrow", 0400, fp_debugfs_root, NULL, &last_borrow_fops);
 	return 0;
 }
 

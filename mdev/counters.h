@@ -4,6 +4,7 @@
 #define FARPASS_COUNTERS_H
 
 #include <linux/atomic.h>
+#include <linux/types.h>
 
 /*
  * Gauges (G) go back to zero when everything is torn down; a test checks that after unload-free
@@ -67,6 +68,21 @@ static inline void fp_count(enum fp_counter c, long long delta)
 {
 	atomic64_add(delta, &fp_counters[c]);
 }
+
+/*
+ * The last successful borrow (debugfs farpass/last_borrow), for benchmarks: what bus-master enable
+ * cost until the device was usable, in nanoseconds, and in which steps.
+ */
+struct fp_borrow_stat {
+	u32 device_id;
+	u64 scan_ns;		/* guest RAM found by probing (ramscan) and laid out */
+	u64 pin_map_ns;		/* its pages pinned and mapped in the NTB's IOMMU domain */
+	u64 upcall_ns;		/* the BORROW upcall: the agents map the lender's side */
+	u64 total_ns;		/* all of it, with the interrupt bridge and the SET_IRQS upcall */
+	u64 pages;		/* guest pages pinned */
+};
+
+void fp_borrow_record(const struct fp_borrow_stat *st);
 
 int fp_counters_init(void);
 void fp_counters_exit(void);

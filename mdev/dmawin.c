@@ -10,6 +10,7 @@
  * into a large IOMMU page; a VFIO user's partial unmap re-maps the surviving parts of the runs it cut.
  */
 #include <linux/iommu.h>
+#include <linux/ktime.h>
 #include <linux/mm.h>
 #include <linux/ntb.h>
 #include <linux/sizes.h>
@@ -261,9 +262,10 @@ static int fp_dmawin_build(struct fp_dmawin *w)
 }
 
 int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
-		     struct fp_dmawin **out)
+		     struct fp_dmawin **out, struct fp_borrow_stat *st)
 {
 	struct fp_dmawin *w;
+	u64 t0 = ktime_get_ns(), t1;
 	int i, ret;
 
 	w = kzalloc(sizeof(*w), GFP_KERNEL);
@@ -276,6 +278,7 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 	ret = fp_dmawin_build(w);
 	if (ret)
 		goto out_free;
+	t1 = ktime_get_ns();
 
 	for (i = 0; i < w->layout.nr; i++) {
 		ret = fp_pin_slot(w, i);
@@ -286,6 +289,9 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 	if (ret)
 		goto out_unpin;
 	fp_count(FP_C_DMA_WINDOWS, 1);
+	st->scan_ns = t1 - t0;
+	st->pin_map_ns = ktime_get_ns() - t1;
+	st->pages = atomic64_read(&w->pinned);
 	*out = w;
 	return 0;
 

@@ -22,10 +22,14 @@ struct fp_link;
 struct fp_dmawin;
 struct vfio_device;
 struct farpass_dma_layout;
+struct fp_borrow_stat;
 
-/* Discover, lay out, pin and map the RAM of @vdev's VFIO user: 0 and *out, or -errno (nothing kept). */
+/*
+ * Discover, lay out, pin and map the RAM of @vdev's VFIO user: 0 and *out, or -errno (nothing kept).
+ * On success @st gets the times of the steps and the pages pinned.
+ */
 int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
-		     struct fp_dmawin **out);
+		     struct fp_dmawin **out, struct fp_borrow_stat *st);
 /* Unmap from the NTB's domain (flushed), then unpin and free. */
 void fp_dmawin_destroy(struct fp_dmawin *w);
 /* The VFIO user unmaps [iova, iova + length): the pinned pages there leave the window, then unpinned. */

@@ -30,6 +30,7 @@
 #include <linux/bitfield.h>
 #include <linux/eventfd.h>
 #include <linux/io.h>
+#include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
@@ -514,20 +515,24 @@ static int fp_borrow(struct fp_mdev *fm)
 {
 	struct fp_link *link = fm->rdev->link;
 	u32 slot = fm->rdev->desc.irq_slot;
+	struct fp_borrow_stat st = { .device_id = fm->rdev->desc.device_id };
+	u64 t0 = ktime_get_ns(), t1;
 	int ret;
 
 	lockdep_assert_held(&fm->bm_lock);
 	mutex_lock(&fm->dma_lock);
-	ret = fp_dmawin_create(link, &fm->vdev, fm->rdev->desc.device_id, &fm->dmawin);
+	ret = fp_dmawin_create(link, &fm->vdev, fm->rdev->desc.device_id, &fm->dmawin, &st);
 	mutex_unlock(&fm->dma_lock);
 	if (ret) {
 		dev_warn_ratelimited(fm->vdev.dev, "farpass: DMA window of device %u: %pe\n",
 				     fm->rdev->desc.device_id, ERR_PTR(ret));
 		return ret;
 	}
+	t1 = ktime_get_ns();
 	ret = fp_call(fm, FARPASS_UPCALL_BORROW, fm->instance, 0, 0, NULL);
 	if (ret)
 		goto out_destroy;
+	st.upcall_ns = ktime_get_ns() - t1;
 	/*
 	 * A link without a data path got here only with no guest RAM (an empty window): a VFIO user
 	 * that just looks at config space, nothing to bridge.
@@ -539,9 +544,13 @@ static int fp_borrow(struct fp_mdev *fm)
 	fm->borrowed = true;
 	spin_unlock(&fm->state_lock);
 	ret = fp_irq_upcall(fm, fm->irq_index, fm->irq_count);
-	if (ret)
+	if (ret) {
 		fp_return(fm);
-	return ret;
+		return ret;
+	}
+	st.total_ns = ktime_get_ns() - t0;
+	fp_borrow_record(&st);
+	return 0;
 
 out_return:
 	dev_warn_ratelimited(fm->vdev.dev, "farpass: interrupt slot %u of device %u: %pe\n", slot,
