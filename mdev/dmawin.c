@@ -5,9 +5,11 @@
  * (docs/mdev.md "The DMA window", steps 1-4). The lender maps the slots itself (step 5), from
  * FARPASS_IOCTL_DMA_LAYOUT.
  *
- * Invariant (per slot): the IOMMU mappings are exactly the maximal physically contiguous runs of
- * pinned pages (pages[i] != NULL). Each run is mapped and unmapped as a whole, so an unmap never cuts
- * into a large IOMMU page; a VFIO user's partial unmap re-maps the surviving parts of the runs it cut.
+ * Invariant (per slot): every pinned page (pages[i] != NULL) is mapped, and each IOMMU mapping lies
+ * inside one maximal physically contiguous run of pinned pages. Runs are unmapped as a whole, so an
+ * unmap never cuts into a large IOMMU page; a VFIO user's partial unmap re-maps the surviving parts of
+ * the runs it cut. Pages pinned again by a refill are mapped on their own (a run may then span
+ * several mappings, each wholly inside it).
  */
 #include <linux/iommu.h>
 #include <linux/ktime.h>
@@ -122,25 +124,32 @@ static void fp_unpin(struct fp_dmawin *w, int i, u64 from, u64 to)
 	}
 }
 
-static int fp_pin_slot(struct fp_dmawin *w, int i)
+/* Pin the (unpinned) pages [from, to) of slot @i in batches; on failure none of them stays pinned. */
+static int fp_pin(struct fp_dmawin *w, int i, u64 from, u64 to)
 {
-	const struct fp_win_slot *s = &w->layout.slots[i];
-	u64 n = fp_slot_pages(s), k;
+	u64 gpa = w->layout.slots[i].gpa, k;
 	int batch, ret;
 
-	w->pages[i] = kvcalloc(n, sizeof(struct page *), GFP_KERNEL);
-	if (!w->pages[i])
-		return -ENOMEM;
-	for (k = 0; k < n; k += batch) {
-		batch = min_t(u64, n - k, VFIO_PIN_PAGES_MAX_ENTRIES);
-		ret = vfio_pin_pages(w->vdev, s->gpa + (k << PAGE_SHIFT), batch, FP_DMAWIN_PROT,
-				     &w->pages[i][k]);
-		if (ret != batch)
+	for (k = from; k < to; k += batch) {
+		batch = min_t(u64, to - k, VFIO_PIN_PAGES_MAX_ENTRIES);
+		ret = vfio_pin_pages(w->vdev, gpa + (k << PAGE_SHIFT), batch, FP_DMAWIN_PROT, &w->pages[i][k]);
+		if (ret != batch) {
+			/* vfio_pin_pages() unwound its own batch (and cleared its entries). */
+			fp_unpin(w, i, from, k);
 			return ret < 0 ? ret : -EFAULT;
+		}
 		atomic64_add(batch, &w->pinned);
 		fp_count(FP_C_PINNED_PAGES, batch);
 	}
 	return 0;
+}
+
+static int fp_pin_slot(struct fp_dmawin *w, int i)
+{
+	w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL);
+	if (!w->pages[i])
+		return -ENOMEM;
+	return fp_pin(w, i, 0, fp_slot_pages(&w->layout.slots[i]));
 }
 
 static void fp_dmawin_unpin_all(struct fp_dmawin *w)
@@ -326,13 +335,12 @@ static void fp_run_remap(struct fp_dmawin *w, int i, u64 from, u64 to)
 	if (!ret)
 		return;
 	fp_unpin(w, i, from, to);
-	pr_err_ratelimited(FP_NAME ": device %u: re-mapping guest pages after an unmap: %pe\n", w->device_id,
-			   ERR_PTR(ret));
+	pr_err_ratelimited(FP_NAME ": device %u: mapping guest pages again: %pe\n", w->device_id, ERR_PTR(ret));
 }
 
-void fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
+u64 fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
 {
-	u64 a, b, rs, re, next;
+	u64 a, b, rs, re, next, before = atomic64_read(&w->pinned);
 	int i;
 
 	for (i = 0; i < w->layout.nr; i++) {
@@ -354,6 +362,57 @@ void fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
 			fp_run_remap(w, i, max(rs, b), re);
 		}
 	}
+	return before - atomic64_read(&w->pinned);
+}
+
+/* Pages [from, to) of slot @i, unpinned, are mapped by the VFIO user again: pin them, map each run. */
+static int fp_refill_run(struct fp_dmawin *w, int i, u64 from, u64 to)
+{
+	struct page **p = w->pages[i];
+	u64 k, e;
+	int ret;
+
+	ret = fp_pin(w, i, from, to);
+	if (ret == -EINVAL || ret == -EPERM)
+		return 0;	/* unmapped again since the probe: the next refill looks again */
+	if (ret)
+		return ret;
+	fp_count(FP_C_DMA_REFILLED, to - from);
+	for (k = from; k < to; k = e) {
+		for (e = k + 1; e < to && page_to_phys(p[e]) == page_to_phys(p[e - 1]) + PAGE_SIZE; e++)
+			;
+		fp_run_remap(w, i, k, e);
+	}
+	return 0;
+}
+
+long fp_dmawin_refill(struct fp_dmawin *w)
+{
+	struct fp_ramscan scan = { .probe = fp_dmawin_probe, .ctx = w->vdev };
+	u64 a, b, n, gpa, rs, re, from, total = 0;
+	int i, ret;
+
+	for (i = 0; i < w->layout.nr; i++) {
+		gpa = w->layout.slots[i].gpa;
+		n = fp_slot_pages(&w->layout.slots[i]);
+		total += n;
+		for (a = 0; a < n; a = b + 1) {
+			while (a < n && w->pages[i][a])
+				a++;
+			for (b = a; b < n && !w->pages[i][b]; b++)
+				;
+			/* [a, b): not pinned. What of it is mapped again? */
+			for (from = gpa + (a << PAGE_SHIFT);
+			     (ret = fp_ramscan_next(&scan, from, gpa + (b << PAGE_SHIFT), &rs, &re)) > 0; from = re) {
+				ret = fp_refill_run(w, i, (rs - gpa) >> PAGE_SHIFT, (re - gpa) >> PAGE_SHIFT);
+				if (ret)
+					return ret;
+			}
+			if (ret < 0)
+				return ret;
+		}
+	}
+	return total - atomic64_read(&w->pinned);
 }
 
 int fp_dmawin_layout(struct farpass_dma_layout *l)

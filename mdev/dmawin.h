@@ -32,8 +32,17 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 		     struct fp_dmawin **out, struct fp_borrow_stat *st);
 /* Unmap from the NTB's domain (flushed), then unpin and free. */
 void fp_dmawin_destroy(struct fp_dmawin *w);
-/* The VFIO user unmaps [iova, iova + length): the pinned pages there leave the window, then unpinned. */
-void fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length);
+/*
+ * The VFIO user unmaps [iova, iova + length): the pinned pages there leave the window, then unpinned.
+ * Returns how many were unpinned.
+ */
+u64 fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length);
+/*
+ * Pin and map again the window's pages that an unmap took out and the VFIO user has mapped again
+ * since (QEMU re-splits its RAM sections at PAM, SMRAM and reset changes: one unmap of the whole old
+ * section, then maps of the new ones). Returns the window's pages still not pinned, or -errno.
+ */
+long fp_dmawin_refill(struct fp_dmawin *w);
 
 /* FARPASS_IOCTL_DMA_LAYOUT (argsz/flags validated by the chardev). */
 int fp_dmawin_layout(struct farpass_dma_layout *l);

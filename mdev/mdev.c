@@ -35,6 +35,7 @@
 #include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/vfio.h>
+#include <linux/workqueue.h>
 
 #include "cfg.h"
 #include "counters.h"
@@ -54,6 +55,7 @@
  * dma_lock (mutex) the DMA window's pages, between borrow/return and the VFIO user's unmaps; irq_lock
  * (spinlock, irqsave: the bridge delivers in hard-irq context) the MSI/MSI-X eventfds; bar_lock (mutex)
  * the BAR ioremaps. Order: bm_lock -> dma_lock; bm_lock -> state_lock; bm_lock -> irq_lock.
+ * refill (delayed work) takes dma_lock; it is cancelled at close, outside the locks.
  */
 struct fp_mdev {
 	struct vfio_device vdev;
@@ -71,6 +73,8 @@ struct fp_mdev {
 
 	struct mutex dma_lock;		/* dmawin and its pages */
 	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
+	struct delayed_work refill;	/* pins what the VFIO user maps again after an unmap */
+	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
 
 	spinlock_t irq_lock;		/* the MSI/MSI-X triggers; irqsave (hard-irq delivery) */
 	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
@@ -891,6 +895,34 @@ static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, s
 	return fp_vfio_rw(vdev, (char __user *)buf, count, ppos, true);
 }
 
+/*
+ * QEMU re-splits a RAM section whenever the guest changes what is mapped next to it (SeaBIOS opening
+ * and closing the PAM shadow area, SMRAM, a reset): VFIO_IOMMU_UNMAP_DMA of the whole old section
+ * (our dma_unmap, which must unpin), then VFIO_IOMMU_MAP_DMA of the new pieces, which an mdev parent
+ * is never told about. So after an unmap that took pages out of the window, pin back whatever is
+ * mapped again: FP_REFILL_DELAY_MS after the last unmap (QEMU's maps follow its unmaps within one
+ * memory transaction), then at doubling delays while pages are missing, FP_REFILL_TRIES times (memory
+ * that stays unmapped, a DIMM unplugged or a BIOS area made read-only, ends the retries).
+ */
+#define FP_REFILL_DELAY_MS	20
+#define FP_REFILL_TRIES		8
+
+static void fp_refill_work(struct work_struct *work)
+{
+	struct fp_mdev *fm = container_of(to_delayed_work(work), struct fp_mdev, refill);
+	long missing = 0;
+
+	mutex_lock(&fm->dma_lock);
+	if (fm->dmawin)
+		missing = fp_dmawin_refill(fm->dmawin);
+	if (missing < 0)
+		dev_warn_ratelimited(fm->vdev.dev, "farpass: device %u: pinning re-mapped guest RAM: %pe\n",
+				     fm->rdev->desc.device_id, ERR_PTR(missing));
+	else if (missing && ++fm->refill_tries < FP_REFILL_TRIES)
+		schedule_delayed_work(&fm->refill, msecs_to_jiffies(FP_REFILL_DELAY_MS << fm->refill_tries));
+	mutex_unlock(&fm->dma_lock);
+}
+
 static int fp_vfio_open(struct vfio_device *vdev)
 {
 	struct fp_mdev *fm = fp_mdev_of(vdev);
@@ -914,6 +946,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 		fp_return(fm);
 	fp_irq_disable(fm);
 	mutex_unlock(&fm->bm_lock);
+	cancel_delayed_work_sync(&fm->refill);
 	fp_bar_unmap_all(fm);
 	spin_lock(&fm->state_lock);
 	err = fm->err_trigger;
@@ -927,14 +960,21 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	fp_count(FP_C_VFIO_OPEN, -1);
 }
 
-/* VFIO_DEVICE_RESET: the lender resets the device (RESET upcall); a borrowed device is returned. */
+/*
+ * VFIO_DEVICE_RESET: a borrowed device is reset by the lender (RESET upcall) and returned. An
+ * unborrowed one has nothing of ours to reset: the lender resets a device at every return before
+ * lending it again (and it may be another borrower's now), so only our virtual config space goes
+ * back to its reset state. QEMU resets at machine reset and after clearing bus master (which already
+ * returned the device), and reports a failed reset as "no available reset mechanism".
+ */
 static int fp_vfio_reset(struct fp_mdev *fm)
 {
-	int ret;
+	int ret = 0;
 
 	fp_cfg_ready(fm);
 	mutex_lock(&fm->bm_lock);
-	ret = fp_call(fm, FARPASS_UPCALL_RESET, fm->instance, 0, 0, NULL);
+	if (fm->borrowed)
+		ret = fp_call(fm, FARPASS_UPCALL_RESET, fm->instance, 0, 0, NULL);
 	if (!ret) {
 		fp_count(FP_C_RESETS, 1);
 		spin_lock(&fm->state_lock);
@@ -1285,8 +1325,11 @@ static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 
 	fp_count(FP_C_DMA_UNMAP, 1);
 	mutex_lock(&fm->dma_lock);
-	if (fm->dmawin)
-		fp_dmawin_dma_unmap(fm->dmawin, iova, length);
+	if (fm->dmawin && fp_dmawin_dma_unmap(fm->dmawin, iova, length)) {
+		/* Not before QEMU's unmap is done: pins in its range now would make it call us again. */
+		fm->refill_tries = 0;
+		mod_delayed_work(system_wq, &fm->refill, msecs_to_jiffies(FP_REFILL_DELAY_MS));
+	}
 	mutex_unlock(&fm->dma_lock);
 }
 
@@ -1343,6 +1386,7 @@ static int fp_mdev_probe(struct mdev_device *mdev)
 	mutex_init(&fm->bm_lock);
 	spin_lock_init(&fm->state_lock);
 	mutex_init(&fm->dma_lock);
+	INIT_DELAYED_WORK(&fm->refill, fp_refill_work);
 	spin_lock_init(&fm->irq_lock);
 	mutex_init(&fm->bar_lock);
 	fm->irq_index = -1;

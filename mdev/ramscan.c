@@ -184,6 +184,39 @@ int fp_ramscan(struct fp_ramscan *s)
 	return 0;
 }
 
+int fp_ramscan_next(struct fp_ramscan *s, u64 from, u64 end, u64 *rs, u64 *re)
+{
+	u64 bad, q, step = FP_RS_PAGE;
+	int r;
+
+	if (from >= end)
+		return 0;
+	r = fp_rs_probe(s, from);
+	if (r < 0)
+		return r;
+	if (!r) {
+		/* Gallop from the hole; the last step stops at the last page. */
+		for (bad = from;; bad = q, step <<= 1) {
+			q = end - bad > step ? bad + step : end - FP_RS_PAGE;
+			if (q == bad)
+				return 0;
+			r = fp_rs_probe(s, q);
+			if (r < 0)
+				return r;
+			if (r)
+				break;
+			if (q == end - FP_RS_PAGE)
+				return 0;
+		}
+		r = fp_rs_start(s, bad, q, &from);
+		if (r)
+			return r;
+	}
+	*rs = from;
+	r = fp_rs_end(s, from + FP_RS_PAGE, end, re);
+	return r ? r : 1;
+}
+
 u64 fp_ramscan_total(const struct fp_ramscan *s)
 {
 	u64 total = 0;

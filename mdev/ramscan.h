@@ -74,6 +74,15 @@ struct fp_ramscan {
  */
 int fp_ramscan(struct fp_ramscan *s);
 
+/*
+ * The first pinnable range [*rs, *re) in [from, end) (page aligned): 1 found, 0 none, < 0 a probe's
+ * error. No segment rules: for re-pinning part of a known range after the VFIO user mapped it again.
+ * From a hole an exponential search finds the next pinnable page (a pinnable island shorter than the
+ * hole before it can be missed), binary searches its exact start and end. Uses s->probe, s->ctx and
+ * counts s->probes; the ranges array is left alone.
+ */
+int fp_ramscan_next(struct fp_ramscan *s, u64 from, u64 end, u64 *rs, u64 *re);
+
 /* Total bytes of the ranges found. */
 u64 fp_ramscan_total(const struct fp_ramscan *s);
 

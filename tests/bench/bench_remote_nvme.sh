@@ -93,9 +93,13 @@ if e2e_l2_wait $B irq 1800; then
 	sleep $IRQ_WINDOW
 	c1=$(rig_run $B -- "cat $FP_DBG/counters")
 	t1=$(date +%s%N)
+else
+	# e.g. QEMU stopped the guest (the device surprise-removed): it would wait for E2E_L2_TIMEOUT.
+	e2e_qmp $B quit || true
 fi
 out=$(e2e_l2_finish $B) || echo "L2 (fio) QEMU: status $?"
-grep -E '^(BENCH-|L2-)' <<<"$out" | sed -E "s/^(BENCH-FIO [^ ]+ rc=[0-9]+) .*/\1 (fio's terse line: $(basename "$E2E_L2_LOG"))/; s/^/    L2> /"
+{ grep -E '^(BENCH-|L2-)' <<<"$out" || true; } |
+	sed -E "s/^(BENCH-FIO [^ ]+ rc=[0-9]+) .*/\1 (fio's terse line: $(basename "$E2E_L2_LOG"))/; s/^/    L2> /"
 
 # fio terse v3 (fio's HOWTO): read bandwidth KiB/s at field 7, IOPS 8, completion latency (us) mean 16,
 # percentiles as "P%=us" fields 18-37.

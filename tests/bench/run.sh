@@ -6,6 +6,6 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 rc=0
 for b in "$top"/tests/bench/bench_*.sh; do
 	echo "=== $(basename "$b" .sh)"
-	bash "$b" || { echo "bench $(basename "$b" .sh) could not measure (rc=$?)"; rc=1; }
+	bash "$b" || { r=$? && echo "bench $(basename "$b" .sh) could not measure (rc=$r)"; rc=1; }
 done
 exit $rc

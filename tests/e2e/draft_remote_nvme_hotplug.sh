@@ -1,15 +1,21 @@
 #!/bin/bash
-# DRAFT (not run by run-suites until renamed test_remote_nvme_hotplug.sh): QEMU hot-remove and hot-add of
-# the lender's NVMe (the farpass mdev behind a PCIe root port of the L2 guest), driven over the L2
-# QEMU's QMP while the guest waits between steps. State (e2e c4e95f0, two runs): (a) and (b) pass, but
-# the 1 GiB guest's nvme probe at boot fails both times ("Identify Controller failed (-4)" after the
-# 60 s admin timeout): the boot-time borrow mapped 2 DMA slots (3 after device_add), and borrower1's
-# DMAR logged a read fault of its NTB (00:0a.0) at an IOVA in the DMA window; the 3 GiB guests of
-# test_remote_nvme_fio.sh (no root port) probe fine. Checks:
+# DRAFT (not run by run-suites until renamed test_remote_nvme_hotplug.sh). State (hotplug branch, four
+# runs after the DMA window refill fix): passed twice as test_remote_nvme_hotplug.sh with the borrow
+# count "exactly 2"; a third run (load ~30) lost its 10 s lease (now 30 s in e2e-lib); a fourth passed
+# every check but that count: 3 borrows, the guest's nvme driver after device_add cleared and set bus
+# master again (controller reset under load), a legitimate give-back and re-borrow. The check now
+# reads the first three events; this text has not run yet.
+# QEMU hot-remove and hot-add of the lender's NVMe (the farpass mdev behind a PCIe root port of a 1 GiB
+# L2 guest), driven over the L2 QEMU's QMP while the guest waits between steps. Checks:
+#  (boot) the guest's nvme driver took the device at boot; QEMU reset the mdev without complaint; the
+#      borrow made during SeaBIOS's POST (its NVMe boot support sets bus master) keeps all guest RAM in
+#      the DMA window although QEMU unmapped it and mapped it again since (SeaBIOS closing the PAM area
+#      re-splits QEMU's RAM section): DMA_LAYOUT's pinned pages cover its slots (the pages pinned again
+#      are printed; test_dma_window.sh checks that refill itself);
 #  (a) device_del: the guest releases the device (DEVICE_DELETED, no nvme disk left), borrower1's agent
 #      gives it back, the lender shows it free and reset it;
 #  (b) device_add: the guest's nvme driver takes it again (borrowed again) and fio randwrite+verify
-#      works; the lender's backing file holds what it wrote (as in test_local_nvme_fio.sh).
+#      works; the lender's backing file on L0 holds what it wrote.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -25,6 +31,7 @@ DEV="{\"driver\": \"vfio-pci\", \"id\": \"fp0\", \"bus\": \"rp1\", \"sysfsdev\":
 
 tag=$(e2e_tag)
 script="$E2E_GUEST_PAUSE
+for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
 echo \"E2E-NVME-DISKS at boot: \$(ls /sys/block | grep -c nvme)\"
 e2e_pause unplug
 for i in \$(seq 120); do [ -e /sys/block/nvme0n1 ] || break; sleep 1; done
@@ -36,6 +43,10 @@ $(e2e_fio_script "$tag")"
 e2e_l2_start $B 1G "$script" -device pcie-root-port,id=rp1,chassis=1 \
 	-device vfio-pci,id=fp0,bus=rp1,sysfsdev=/sys/bus/mdev/devices/$U
 expect "L2 booted with the device and waits" e2e_l2_wait $B unplug 900
+layout=$(fp_client $B dma-layout --id "$E2E_DEVICE_ID" || true)
+echo "DMA_LAYOUT after boot: $layout"
+e2e_expect_window_full "$layout" "(boot)"
+echo "counter dma_refilled_pages: $(fp_counter $B dma_refilled_pages) (QEMU re-mapped them after the borrow)"
 expect "(a) QMP device_del: DEVICE_DELETED" e2e_qmp $B device_del '{"id": "fp0"}' --event DEVICE_DELETED --timeout 240
 ag_expect_returned $B 60 "(a)"
 e2e_l2_continue $B
@@ -48,6 +59,10 @@ expect_eq "(a) guest: no nvme disk after device_del" \
 	"$(sed -n 's/^E2E-NVME-DISKS after device_del: //p' <<<"$out")" 0
 expect_eq "(b) guest: the nvme disk is back after device_add" \
 	"$(sed -n 's/^E2E-NVME-DISKS after device_add: //p' <<<"$out")" 1
-expect_eq "(b) borrowed twice (boot, device_add)" "$(ag_log $B | grep -c 'borrowed lender/')" 2
+# The guest's driver may give the device back and borrow it again on its own (a controller reset).
+expect_eq "(b) borrowed at boot, given back at device_del, borrowed again after device_add" \
+	"$(ag_log $B | grep -oE 'borrowed lender/|gave back lender/' | head -3 | tr -d '\n')" \
+	"borrowed lender/gave back lender/borrowed lender/"
+e2e_expect_reset_works $B
 e2e_expect_guest_fio "$out"
 e2e_expect_written "$(rig_lender_nvme_img)" "$tag"

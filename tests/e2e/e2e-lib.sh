@@ -36,13 +36,33 @@ e2e_borrower_nvme() {
 	RIG_BORROWER1_EXTRA+=" -device nvme,drive=lnvme,serial=borrower-nvme,addr=0x8"
 }
 
-# e2e_fio_script TAG [--pause]: the guest script (busybox sh) for e2e_l2. It prints the guest's RAM map,
-# the sum of its NVMe interrupt counts before and after ("E2E-IRQS before|after N"), and for each region
-# of E2E_REGIONS runs fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's
-# offset) on /dev/nvme0n1 ("E2E-FIO bs=BS rc=RC" and fio's summary). With --pause it waits before and
-# after the fio jobs (e2e_l2_wait fio / fio-done, then e2e_l2_continue), e.g. to read counters around them.
+# e2e_fio_jobs TAG [--verify-only [MARK]]: guest script lines running, for each region of E2E_REGIONS,
+# fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's offset) on /dev/nvme0n1
+# ("E2E-FIO bs=BS rc=RC" and fio's summary). --verify-only writes nothing: fio reads each region back
+# and checks it holds that pattern ("MARK bs=BS rc=RC", MARK E2E-FIO-VERIFY unless given).
+e2e_fio_jobs() {
+	local tag=$1 only= mark=E2E-FIO r bs off size
+	if [ "${2:-}" = --verify-only ]; then
+		only=' --verify_only'
+		mark=${3:-E2E-FIO-VERIFY}
+	fi
+	for r in "${E2E_REGIONS[@]}"; do
+		IFS=: read -r bs off size <<<"$r"
+		printf '%s\n' "fio --thread --name=w$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync \
+--rw=randwrite --bs=$bs --offset=$off --size=$size --verify=pattern --verify_pattern=0x$tag%o \
+--do_verify=1 --verify_fatal=1$only >/tmp/fio.out 2>&1; rc=\$?" \
+			"if [ \$rc = 0 ]; then grep -E 'err=|WRITE:|READ:' /tmp/fio.out; else cat /tmp/fio.out; fi" \
+			"echo \"$mark bs=$bs rc=\$rc\""
+	done
+}
+
+# e2e_fio_script TAG [--pause|--read-back]: the guest script (busybox sh) for e2e_l2. It prints the
+# guest's RAM map, the sum of its NVMe interrupt counts before and after ("E2E-IRQS before|after N") the
+# fio jobs of e2e_fio_jobs TAG. With --pause it waits before and after the fio jobs (e2e_l2_wait fio /
+# fio-done, then e2e_l2_continue), e.g. to read counters around them. With --read-back the same jobs only
+# verify (fio --verify_only): every block a run with TAG wrote is read and checked, nothing is written.
 e2e_fio_script() {
-	local tag=$1 pause=${2:-} r bs off size
+	local tag=$1 pause=${2:-}
 	cat <<-'EOF2'
 		irqs() { awk '/nvme/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i } END { print n + 0 }' /proc/interrupts; }
 		grep 'System RAM' /proc/iomem | sed 's/^/E2E-RAM /'
@@ -51,14 +71,11 @@ e2e_fio_script() {
 	if [ "$pause" = --pause ]; then
 		printf '%s\n' "$E2E_GUEST_PAUSE" 'e2e_pause fio'
 	fi
-	for r in "${E2E_REGIONS[@]}"; do
-		IFS=: read -r bs off size <<<"$r"
-		printf '%s\n' "fio --thread --name=w$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync \
---rw=randwrite --bs=$bs --offset=$off --size=$size --verify=pattern --verify_pattern=0x$tag%o \
---do_verify=1 --verify_fatal=1 >/tmp/fio.out 2>&1; rc=\$?" \
-			"if [ \$rc = 0 ]; then grep -E 'err=|WRITE:|READ:' /tmp/fio.out; else cat /tmp/fio.out; fi" \
-			"echo \"E2E-FIO bs=$bs rc=\$rc\""
-	done
+	if [ "$pause" = --read-back ]; then
+		e2e_fio_jobs "$tag" --verify-only E2E-FIO
+	else
+		e2e_fio_jobs "$tag"
+	fi
 	if [ "$pause" = --pause ]; then
 		echo 'e2e_pause fio-done'
 	fi
@@ -69,7 +86,8 @@ e2e_fio_script() {
 }
 
 # e2e_l2_start VM MEM SCRIPT QEMU-ARGS...: boot an L2 guest with MEM of RAM and the given devices in VM
-# (in the background), to run SCRIPT (text) and power off. Its console goes to $E2E_L2_LOG (on L0, in
+# (in the background), to run SCRIPT (text) and power off. A guest reboot ends QEMU (-no-reboot) unless
+# E2E_L2_REBOOT=1: then the guest boots again and runs SCRIPT again. Its console goes to $E2E_L2_LOG (on L0, in
 # VM's directory; QEMU's own messages to l2-qemu.log there), written by QEMU as it comes. Its second
 # serial port is a FIFO pair in the L1 (/tmp/l2ctl.in/.out): a guest script that pauses
 # (E2E_GUEST_PAUSE) reads it, e2e_l2_continue writes it. Its QMP socket is /tmp/l2qmp.sock (e2e_qmp).
@@ -78,8 +96,9 @@ E2E_L2_TIMEOUT=${E2E_L2_TIMEOUT:-1200}
 # is opened once here: input arriving while it is closed would be dropped.
 E2E_GUEST_PAUSE='exec 3</dev/ttyS1; e2e_pause() { echo "E2E-WAIT $1"; read -r _ <&3; }'
 e2e_l2_start() {
-	local vm=$1 mem=$2 script=$3 dir run
+	local vm=$1 mem=$2 script=$3 dir run noreboot=(-no-reboot)
 	shift 3
+	[ "${E2E_L2_REBOOT:-}" != 1 ] || noreboot=()
 	dir=$(rig_vm_dir "$vm")
 	E2E_L2_SEQ=$((${E2E_L2_SEQ:-0} + 1))
 	E2E_L2_LOG=$dir/l2-$E2E_L2_SEQ.log
@@ -87,7 +106,7 @@ e2e_l2_start() {
 	printf '%s\n' "$script" >"$dir/l2-script-$E2E_L2_SEQ"
 	{
 		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M q35 -accel tcg -m "$mem" -nodefaults \
-			-display none -no-reboot -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
+			-display none "${noreboot[@]}" -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
 			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl -qmp unix:/tmp/l2qmp.sock,server=on,wait=off \
 			-kernel "$FARPASS_L2_KERNEL" -initrd "$E2E_L2_INITRD" -append 'console=ttyS0 quiet panic=-1' \
 			-fw_cfg "name=opt/farpass/script,file=$dir/l2-script-$E2E_L2_SEQ" "$@"
@@ -145,23 +164,34 @@ e2e_l2() {
 # e2e_irqs OUT PHASE: the guest's NVMe interrupt count printed by e2e_fio_script.
 e2e_irqs() { sed -n "s/^E2E-IRQS $2 //p" <<<"$1"; }
 
-# e2e_expect_guest_fio OUT: the L2 ran the script: every fio job passed its own verify, and the NVMe's
-# MSI-X interrupts reached the guest and counted.
+# e2e_expect_guest_fio OUT: the L2 ran the script: its nvme driver took the NVMe (e2e_expect_l2_nvme),
+# the fio jobs passed (e2e_expect_fio_jobs), it powered off.
 e2e_expect_guest_fio() {
+	e2e_expect_l2_nvme "$1"
+	e2e_expect_fio_jobs "$1"
+	expect "L2 ran the script and powered off" grep -q '^L2-SCRIPT-RC 0' <<<"$1"
+}
+
+# e2e_expect_l2_nvme OUT: the L2 (its console OUT from the start) booted with the NVMe on its stock driver.
+e2e_expect_l2_nvme() {
+	expect "L2 booted" grep -q '^L2-BOOTED' <<<"$1"
+	expect "L2's stock nvme driver bound the controller" grep -qE '0x1b36:0x0010 .*driver=nvme' <<<"$1"
+}
+
+# e2e_expect_fio_jobs OUT: OUT (the console of one e2e_fio_script) shows every fio job passed its own
+# verify, and the NVMe's MSI-X interrupts reached the guest and counted.
+e2e_expect_fio_jobs() {
 	local out=$1 r bs before after
 	grep -E '^(L2-|E2E-)|err=|WRITE:|READ:|verify' <<<"$out" | sed 's/^/    L2> /'
-	expect "L2 booted" grep -q '^L2-BOOTED' <<<"$out"
-	expect "L2's stock nvme driver bound the controller" grep -qE '0x1b36:0x0010 .*driver=nvme' <<<"$out"
 	for r in "${E2E_REGIONS[@]}"; do
 		bs=${r%%:*}
-		expect_eq "guest fio randwrite+verify bs=$bs" "$(sed -n "s/^E2E-FIO bs=$bs rc=//p" <<<"$out")" 0
+		expect_eq "guest fio (with its verify) bs=$bs" "$(sed -n "s/^E2E-FIO bs=$bs rc=//p" <<<"$out")" 0
 	done
 	before=$(e2e_irqs "$out" before)
 	after=$(e2e_irqs "$out" after)
 	expect "guest /proc/interrupts: NVMe interrupts counted during fio ($before -> $after)" \
 		test "${after:-0}" -gt "${before:-0}"
 	expect "the nvme queue interrupts are message-signalled (QEMU's NVMe has only MSI-X)" grep -qE '^E2E-IRQ-LINE .*MSI.*nvme0q' <<<"$out"
-	expect "L2 ran the script and powered off" grep -q '^L2-SCRIPT-RC 0' <<<"$out"
 }
 
 # e2e_expect_ram_above_4g OUT: the L2's RAM map (printed by e2e_fio_script) has System RAM above 4 GiB.
@@ -192,16 +222,44 @@ not() { ! "$@"; }
 e2e_tag() { od -An -N4 -tx1 /dev/urandom | tr -d ' \n'; }
 e2e_other_tag() { printf '%08x' $((0x$1 ^ 1)); }
 
+# Timeouts for L2 guests under nested TCG: an L2 boot on a loaded machine can take the lender more than
+# the default 1.5 s to answer a forwarded config read (and the upcall's 2 s), which makes the device
+# surprise-removed; the timeouts themselves are tested in tests/kernel. A BORROW's lender-side dma.map of
+# a 1 GiB guest took 2-7 s with four rigs on the machine, once > 8 s; at a load of 27 the lender once
+# expired a 10 s lease whose heartbeats came late. E2E_BORROWER_AGENT_CFG and E2E_LENDER_AGENT_CFG are
+# the agents' config fragments, e2e_slow_upcalls VM sets farpass.ko's (before QEMU opens the mdev: no
+# upcall comes earlier).
+E2E_BORROWER_AGENT_CFG='"call_timeout_ms": 20000'
+E2E_LENDER_AGENT_CFG='"lease_ms": 30000'
+e2e_slow_upcalls() { rig_run "$1" -- "echo 25000 >/sys/module/farpass/parameters/upcall_timeout_ms"; }
+
 # e2e_remote_mdev VM UUID: the remote path up to a guest-ready mdev (agent-lib.sh's ag_remote_mdev, as
-# tests/kernel/test_remote_nvme.sh), with timeouts for nested TCG; E2E_DEVICE_ID is the device's
-# announced id (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
+# tests/kernel/test_remote_nvme.sh), with the timeouts above; E2E_DEVICE_ID is the device's announced id
+# (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
 e2e_remote_mdev() {
-	# An L2 boot under nested TCG on a loaded machine can take the lender more than the default 1.5 s to
-	# answer a forwarded config read (and the upcall's 2 s), which makes the device surprise-removed; the
-	# timeouts themselves are tested in tests/kernel. No upcall comes before QEMU opens the mdev.
-	ag_remote_mdev "$1" "$2" "" '"call_timeout_ms": 8000'
-	rig_run "$1" -- "echo 10000 >/sys/module/farpass/parameters/upcall_timeout_ms"
+	ag_remote_mdev "$1" "$2" "$E2E_LENDER_AGENT_CFG" "$E2E_BORROWER_AGENT_CFG"
+	e2e_slow_upcalls "$1"
 	E2E_DEVICE_ID=${AG_TYPE##*-}
+}
+
+# e2e_expect_window_full LAYOUT LABEL: a DMA_LAYOUT answer (fp_client dma-layout) whose pinned pages cover
+# its slots: guest RAM that QEMU unmapped and mapped again since the borrow is in the window again. Only
+# what SeaBIOS left read-only below 1 MiB (at most the 256 KiB PAM area, a hole to a write pin) may lack.
+e2e_expect_window_full() {
+	local pinned total=0 s
+	pinned=$(sed -n 's/.*pinned=\([0-9]*\).*/\1/p' <<<"$1")
+	for s in $(sed -n 's/.*slots=//p' <<<"$1" | tr , ' '); do
+		total=$((total + ${s#*+}))
+	done
+	expect "$2 the DMA window's pinned pages cover the guest's RAM ($((${pinned:-0} * 4096)) of $total bytes)" \
+		test "$total" -gt 0 -a $((total - ${pinned:-0} * 4096)) -le $((256 << 10))
+}
+
+# e2e_expect_reset_works VM: the L2's QEMU reset the mdev (at machine start) without complaint: the
+# mdev's VFIO_DEVICE_RESET succeeds with no lease held.
+e2e_expect_reset_works() {
+	expect "$1: QEMU reset the device without 'no available reset mechanism'" \
+		not grep -q 'Cannot reset device' "$(rig_vm_dir "$1")/l2-qemu.log"
 }
 
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).

@@ -5,12 +5,14 @@
 #  (a) the guest's fio verify passed, and the NVMe's MSI-X interrupts reached the guest and counted;
 #  (b) the guest has RAM above 4 GiB, and borrower1's DMA window for it (DMA_LAYOUT during fio) has a
 #      slot above 4 GiB: the device reaches guest pages there (the layout and pinned pages are printed);
+#      its pinned pages cover the guest's RAM (also what QEMU re-mapped after the borrow);
 #  (c) on L0, the lender's backing file holds the pattern at every block the guest wrote (the proof), and
 #      the checker fails on an unwritten region and with another tag;
 #  (d) no software in the data path: over the fio jobs, borrower1's farpass counters show no trapped BAR
 #      access outside the MSI-X table/PBA and no agent upcall (the interrupt counters are printed);
 #  (e) the guest's shutdown returned the device: borrower1's agent gave it back, the lender shows it free
-#      and reset it (bus master off, CSTS.RDY 0).
+#      and reset it (bus master off, CSTS.RDY 0); QEMU's reset of the unborrowed mdev at the guest's start
+#      succeeded (no "no available reset mechanism").
 # Prints the L2 run's duration and the counters' deltas.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -42,6 +44,8 @@ e2e_expect_guest_fio "$out"
 e2e_expect_ram_above_4g "$out"
 echo "DMA_LAYOUT during fio: $layout"
 expect "(b) the DMA window has a slot above 4 GiB" grep -qE 'slots=.*0x[1-9][0-9a-f]{8}\+' <<<"$layout"
+echo "counter dma_refilled_pages: $(e2e_counter "$c1" dma_refilled_pages) (pinned again since the borrow)"
+e2e_expect_window_full "$layout" "(b)"
 
 delta() { echo $(($(e2e_counter "$c1" "$1") - $(e2e_counter "$c0" "$1"))); }
 upcalls=0
@@ -57,5 +61,6 @@ expect_eq "(d) agent upcalls during fio" "$upcalls" 0
 
 e2e_expect_written "$(rig_lender_nvme_img)" "$tag"
 ag_expect_returned $B 30 "(e)"
+e2e_expect_reset_works $B
 expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
 expect "no warning or oops on the lender" rig_run lender -- "! dmesg | grep -E 'WARNING|BUG|Oops'"

@@ -910,6 +910,14 @@ int run_vfio_dma(const Args &a, int fd)
 		    static_cast<unsigned long long>(stamped_pages(hi, size, sb + 2)),
 		    static_cast<unsigned long long>(stamped_pages(hi, size, sb + 4)),
 		    !std::memcmp(lo + stamp_page, edu.data(), edu.size()));
+	// As QEMU merging RAM sections: unmap the lower half's mapping and at once map the whole high buffer
+	// as one. The kernel pins it back by itself (its refill, ~20 ms after the unmap); wait, bounded.
+	int rerr = vfio_dma_map(v.container, nullptr, iova_hi, size / 2, true);
+	if (!rerr)
+		rerr = vfio_dma_map(v.container, hi, iova_hi, size, false);
+	for (int i = 0; !rerr && i < 100 && !(lerr = dma_layout(fd, id, l)) && l.pages_pinned < 1024; i++)
+		usleep(100000);
+	std::printf("remapped high=%s pinned=%llu\n", ename(rerr), static_cast<unsigned long long>(l.pages_pinned));
 	int off = cfg.write(4, 2, cmd & ~0x4u);
 	lerr = dma_layout(fd, id, l);
 	std::printf("bus_master_off=%s layout_after=%s\n", ename(off), ename(lerr));

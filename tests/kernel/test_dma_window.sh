@@ -18,6 +18,9 @@
 #      still does, and so does a device's DMA: QEMU's edu on the lender, its VFIO container mapping
 #      GPA = IOVA onto the outbound window at the slot's offset (what the lender's agent will do),
 #      DMAs a 4 KiB pattern into the low buffer's page 1 (lender IOMMU -> NTB -> borrower IOMMU);
+#  (c2) as QEMU when it merges RAM sections, the VFIO user unmaps the high buffer's lower half and at
+#      once maps the whole buffer as one: the kernel pins both halves back into the window by itself
+#      (DMA_LAYOUT 1024 pages pinned, dma_refilled_pages 512);
 #  (d) bus master off: RETURN upcall, pinned pages and DMA windows back to 0, DMA_LAYOUT ENODATA;
 #  (e) BAR region and interrupts of a device announced with BAR0 at a slot of the BAR window
 #      (FARPASS_BAR_MAPPED), where the lender exposes QEMU's edu (BAR_MAP), and the fake lender's MSI-X
@@ -130,6 +133,10 @@ expect "the VFIO user cleared bus master" ntb_wait $B 60 "grep -q '^bus_master_o
 user
 expect_eq "new stamps in the low buffer (page 1: edu's DMA) and the high one's lower half, none in its upper" \
 	"$(rig_run $B -- "grep '^after_unmap' $D/user")" "after_unmap low_seed3=511 high_seed2=256 high_seed4=256 edu_page1=1"
+
+echo "# (c2) the high buffer unmapped and mapped again as one: pinned back by the kernel"
+expect_eq "re-mapped, 1024 pages pinned again (DMA_LAYOUT)" "$(rig_run $B -- "grep '^remapped' $D/user")" "remapped high=ok pinned=1024"
+expect_eq "counters: dma_refilled_pages (device 9's 512 and device 7's)" "$(fp_counter $B dma_refilled_pages)" 1024
 
 echo "# (d) bus master off: RETURN, nothing pinned"
 expect_eq "bus master off; DMA_LAYOUT then: ENODATA" "$(rig_run $B -- "grep '^bus_master_off' $D/user")" "bus_master_off=ok layout_after=ENODATA"

@@ -6,9 +6,13 @@
 # libvirtd.
 #
 #   lv_host_up VM AGENT-CONFIG-FRAGMENT   all of the above but libvirtd, in that order (also after rig_boot)
-#   lv_libvirtd_up VM                     libvirtd started (after the hook is installed), answering
+#   lv_libvirtd_up VM [--guests]          libvirtd started (after the hook is installed), answering
 #   lv_virsh VM ARGS...                   virsh -c qemu:///system in VM (output and status)
 #   lv_mdev_exists VM UUID                the mdev instance is there (sysfs)
+#   lv_qemu_log VM FILE                   L0's path of VM's /var/log/libvirt/qemu/FILE
+#   lv_domain_xml / lv_hostdev_xml        an L2 guest domain, a farpass hostdev (stock libvirt XML)
+#   lv_guest_finish VM DOMAIN             wait until the guest has powered off, print its console
+#   lv_step / lv_note / lv_summary        the steps of a flow, timed, with where the data went; the table
 
 LV_HOOK=$FARPASS_TOP/libvirt-hooks/qemu.d/farpass
 LV_UDEV_RULE=$FARPASS_TOP/udev/61-farpass-mdevctl.rules
@@ -23,6 +27,10 @@ _lv_persistent_etc() {
 	rig_run "$vm" -- "mountpoint -q /etc/mdevctl.d && exit 0
 cp -an /etc/mdevctl.d/. $RIGDIR/$vm/mdevctl.d/ && mount --bind $RIGDIR/$vm/mdevctl.d /etc/mdevctl.d"
 }
+
+# lv_qemu_log VM FILE: where L0 reads VM's /var/log/libvirt/qemu/FILE (QEMU's logs, guests' consoles):
+# lv_libvirtd_up --guests bind-mounts VM's share there, so a path in it is valid on every borrower.
+lv_qemu_log() { echo "$RIGDIR/$1/libvirt-qemu/$2"; }
 
 lv_host_up() {
 	local vm=$1 t0=$SECONDS
@@ -40,10 +48,21 @@ install -m 0644 $LV_UDEV_RULE /lib/udev/rules.d/"
 	echo "# $vm: host up in $((SECONDS - t0)) s"
 }
 
+# lv_libvirtd_up VM [--guests]: --guests for running L2 guests, with the rig's own settings: QEMU runs as
+# root, as the guests' files (kernel, console, script) are on 9p shares where the L1's libvirt-qemu user
+# may not create or chown; /var/log/libvirt/qemu is read on L0 (lv_qemu_log); libvirtd listens on TCP
+# without auth on the management LAN (a closed network of the rig) for `virsh migrate` between borrowers.
 lv_libvirtd_up() {
-	local vm=$1 t0=$SECONDS
+	local vm=$1 t0=$SECONDS listen=
+	if [ "${2:-}" = --guests ]; then
+		listen=--listen
+		expect "$vm: settings for guests (QEMU's user, logs on L0, TCP without auth)" rig_run "$vm" -- "set -e
+mkdir -p $(lv_qemu_log "$vm" "") && mount --bind $(lv_qemu_log "$vm" "") /var/log/libvirt/qemu
+printf 'user = \"root\"\ngroup = \"root\"\n' >>/etc/libvirt/qemu.conf
+printf 'listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n' >>/etc/libvirt/libvirtd.conf"
+	fi
 	expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 180 -- \
-		"libvirtd -d && for i in \$(seq 300); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
+		"libvirtd -d $listen && for i in \$(seq 300); do $LV_VIRSH version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
 	echo "# $vm: libvirtd up in $((SECONDS - t0)) s"
 }
 
@@ -61,4 +80,79 @@ lv_type() {
 	ag_wait_log "$vm" 60 "announced lender $LENDER_NVME" || return 1
 	id=$(ag_ctl "$vm" --json status | jq -r ".remote_devices[] | select(.pci == \"$LENDER_NVME\") | .id")
 	echo "ntb_hw_epf-farpass-lender-$id"
+}
+
+# lv_hostdev_xml UUID: the <hostdev> of an mdev (e.g. the farpass instance of a remote device).
+lv_hostdev_xml() {
+	printf '%s\n' "<hostdev mode='subsystem' type='mdev' model='vfio-pci'>" \
+		"  <source><address uuid='$1'/></source>" "</hostdev>"
+}
+
+# lv_domain_xml NAME MEM-MiB SCRIPT CONSOLE [HOSTDEV-UUID]: a q35 L2 guest booting the rig's L2 kernel
+# and initramfs ($E2E_L2_INITRD, e2e-lib.sh) directly, which runs the file SCRIPT (passed by fw_cfg, as
+# e2e_l2_start does) and powers off (ACPI); its console goes to the file CONSOLE, a path in the L1 (in
+# /var/log/libvirt/qemu: lv_qemu_log); two PCIe root ports (no USB) take its device and hot-added ones.
+# With HOSTDEV-UUID, that mdev is one of its devices.
+lv_domain_xml() {
+	local name=$1 mem=$2 script=$3 console=$4 uuid=${5:-}
+	cat <<EOF
+<domain type='qemu'>
+  <name>$name</name>
+  <memory unit='MiB'>$mem</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <kernel>$FARPASS_L2_KERNEL</kernel>
+    <initrd>$E2E_L2_INITRD</initrd>
+    <cmdline>console=ttyS0 quiet panic=-1</cmdline>
+  </os>
+  <sysinfo type='fwcfg'>
+    <entry name='opt/farpass/script' file='$script'/>
+  </sysinfo>
+  <features><acpi/></features>
+  <on_reboot>destroy</on_reboot>
+  <devices>
+    <serial type='file'><source path='$console'/><target port='0'/></serial>
+    <controller type='pci' index='0' model='pcie-root'/>
+    <controller type='pci' model='pcie-root-port'/>
+    <controller type='pci' model='pcie-root-port'/>
+    <controller type='usb' model='none'/>
+    <memballoon model='none'/>
+$([ -z "$uuid" ] || lv_hostdev_xml "$uuid" | sed 's/^/    /')
+  </devices>
+</domain>
+EOF
+}
+
+# lv_guest_finish VM DOMAIN: wait (up to E2E_L2_TIMEOUT s) until the domain is shut off; prints the
+# guest's console ($E2E_L2_LOG) and fails if it did not stop.
+lv_guest_finish() {
+	local vm=$1 t0=$SECONDS
+	until [ "$(lv_virsh "$vm" domstate "$2" 2>/dev/null)" = "shut off" ]; do
+		((SECONDS - t0 < E2E_L2_TIMEOUT)) || { echo "$vm: $2 still runs after $E2E_L2_TIMEOUT s" >&2; return 1; }
+		sleep 2
+	done
+	tr -d '\r' <"$E2E_L2_LOG"
+}
+
+# lv_step WHAT: a step of a flow begins (printed); lv_note TEXT: where its data went; lv_summary: the
+# table of the steps, their notes and durations.
+LV_STEPS=()
+lv_step() {
+	_lv_step_end
+	LV_STEP=$1 LV_STEP_T0=$SECONDS LV_NOTE=-
+	printf '\n### %s\n' "$1"
+}
+lv_note() { LV_NOTE=$1; }
+_lv_step_end() {
+	[ -z "${LV_STEP:-}" ] || LV_STEPS+=("$LV_STEP|$LV_NOTE|$((SECONDS - LV_STEP_T0)) s")
+	LV_STEP=
+}
+lv_summary() {
+	_lv_step_end
+	printf '\n### Summary\n'
+	{
+		echo "step|data|time"
+		printf '%s\n' "${LV_STEPS[@]}"
+	} | column -t -s '|' -o ' | '
 }

@@ -257,3 +257,53 @@ TEST_CASE("too many ranges: -E2BIG; a probe's error stops the scan")
 		CHECK(r.probes == (u64)n + 1);
 	}
 }
+
+// fp_ramscan_next() walks part of a known range that QEMU mapped again (dmawin.c's refill): here the
+// layout's slot [768 KiB, 1 GiB) after SeaBIOS made its BIOS area read-only (0xf0000-0xfffff a hole).
+std::vector<Range> walk(Guest &g, u64 from, u64 end, u64 *probes, int *rc)
+{
+	struct fp_ramscan s{};
+	std::vector<Range> out;
+	u64 rs, re;
+
+	s.probe = Guest::probe;
+	s.ctx = &g;
+	while ((*rc = fp_ramscan_next(&s, from, end, &rs, &re)) > 0) {
+		out.push_back({rs, re});
+		from = re;
+	}
+	*probes = s.probes;
+	return out;
+}
+
+TEST_CASE("fp_ramscan_next: the runs of a span, holes at its start, middle and end, in log probes")
+{
+	Guest g;
+	g.rw = {{0, 0xf0000}, {1 * MiB, 1 * GiB - 8 * KiB}};
+	u64 probes;
+	int rc;
+
+	std::vector<Range> want = {{768 * KiB, 0xf0000}, {1 * MiB, 1 * GiB - 8 * KiB}};
+	CHECK(walk(g, 768 * KiB, 1 * GiB, &probes, &rc) == want);
+	CHECK(rc == 0);
+	CHECK(probes <= probe_bound(want, 0));
+	MESSAGE("[768 KiB, 1 GiB) with a 64 KiB hole: " << probes << " probes");
+
+	want = {{1 * MiB, 1 * GiB - 8 * KiB}};
+	CHECK(walk(g, 0xf0000, 1 * GiB, &probes, &rc) == want);	// a hole first
+	CHECK(rc == 0);
+	CHECK(walk(g, 1 * GiB - 8 * KiB, 1 * GiB, &probes, &rc).empty());	// only a hole
+	CHECK(rc == 0);
+	CHECK(probes == 2);
+	CHECK(walk(g, 4 * KiB, 4 * KiB, &probes, &rc).empty());	// empty span
+	CHECK(probes == 0);
+
+	g.rw.clear();	// nothing mapped again (yet): a 1 GiB hole costs log2 probes
+	CHECK(walk(g, 1 * MiB, 1 * GiB, &probes, &rc).empty());
+	CHECK(probes <= 20);
+
+	Guest e = q35(1 * GiB, true);
+	e.fail_at_probe = 3;
+	walk(e, 1 * MiB, 1 * GiB, &probes, &rc);
+	CHECK(rc == -EFAULT);
+}

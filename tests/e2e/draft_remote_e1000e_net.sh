@@ -1,0 +1,136 @@
+#!/bin/bash
+# A second device class through farpass: the lender's QEMU e1000e NIC (BAR0 and BAR1 MMIO, an I/O-port
+# BAR2, the MSI-X table and PBA in BAR3), user-mode networking on L0, in an L2 guest of borrower1 through
+# the mdev and stock QEMU (-device vfio-pci,sysfsdev=...), driven by the guest's stock e1000e driver.
+# The L2 takes slirp's usual guest address (its small kernel has no AF_PACKET for a DHCP client),
+# downloads a per-run random blob from an HTTP server the test runs on L0 (slirp's 10.0.2.2) and uploads
+# it back under a per-run tag. Checks:
+#  (a) the guest's stock e1000e driver bound the device and its eth0 came up with a link;
+#  (b) on L0: the guest's sha256 of what it downloaded is the blob's, and the server stored the guest's
+#      upload under this run's tag with exactly the blob's bytes (DMA both ways: transmit descriptors and
+#      buffers read from guest RAM, receive buffers written into it);
+#  (c) the e1000e's MSI-X vectors reached the guest: its rx and tx vectors counted in /proc/interrupts
+#      during the transfer, and borrower1's farpass counters show interrupts signalled to the guest;
+#  (d) no software in the data path: over the transfer, no trapped BAR access outside the MSI-X
+#      table/PBA and no agent upcall (the trapped MSI-X accesses are printed);
+#  (e) the guest's shutdown returned the device: borrower1's agent gave it back, the lender shows it free
+#      on vfio-pci with bus master off.
+# Prints the L2 run's duration, the transfer's size and the counters' deltas.
+#
+# DRAFT (session 3): the guest's e1000e driver binds the remote device through the mdev and its MSI-X
+# vectors (rx, tx, other) count in the guest, but it cannot transmit in this rig: QEMU's e1000e fetches
+# its transmit descriptors inside the write of its tail register (TDT), which reaches the lender's QEMU
+# as a received NTB window write, and the rig's ntb-epf refuses a read started while it executes a
+# received message (it reads all-ones at once), so the NIC DMAs from address all-ones (the lender's
+# DMAR faults at 0xfffffffffffff000, device 00:09.0), nothing leaves the guest and its wget finds no
+# route. The fix is in the emulated NTB, not farpass: branch e1000e, commit "ntb-epf: a read set off by
+# a received access waits for its completion" (needs a QEMU rebuild, vm-images/setup.sh qemu).
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/../kernel/kernel-lib.sh"
+. "$(dirname "$0")/../agent/agent-lib.sh"
+. "$(dirname "$0")/e2e-lib.sh"
+ag_check_built && fp_check_built && e2e_check_setup
+
+B=borrower1
+U=8f7c3ab0-5c6e-4e41-9d3e-00000000e1e1
+AG_LENT=0000:00:09.0
+BLOB_MIB=4
+# The lender's NIC: slirp on L0 (its 10.0.2.2 is L0's loopback), no option ROM (the mdev passes none).
+RIG_LENDER_EXTRA="-netdev user,id=lnet -device e1000e,netdev=lnet,addr=0x9,romfile="
+
+# The L0 end: a fresh blob, the server on a port the kernel picks; stopped with the rig.
+srv=$RIGDIR/l0-http
+rm -rf "$srv"
+mkdir -p "$srv"
+head -c $((BLOB_MIB << 20)) /dev/urandom >"$srv/blob"
+python3 "$(dirname "$0")/l0-http.py" "$srv" 2>"$srv/log" &
+srv_pid=$!
+trap 'kill $srv_pid 2>/dev/null || true' EXIT
+# Python can take seconds to start on a loaded machine.
+for _ in $(seq 300); do
+	[ -s "$srv/port" ] || ! kill -0 $srv_pid 2>/dev/null && break
+	sleep 0.2
+done
+expect "L0: the HTTP server listens" test -s "$srv/port"
+port=$(cat "$srv/port")
+echo "L0 HTTP server on 127.0.0.1:$port (pid $srv_pid)"
+
+# The guest's 512 MiB are pinned in borrower1.
+rig_up --borrowers 1 --borrower-mem 1536
+e2e_remote_mdev $B $U
+
+tag=$(e2e_tag)
+script=$(
+	cat <<EOF
+$E2E_GUEST_PAUSE
+irqs() { awk '/eth0/ { for (i = 2; i <= NF && \$i ~ /^[0-9]+\$/; i++) n += \$i } END { print n + 0 }' /proc/interrupts; }
+ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up && echo "E2E-ETH0 up"
+# The link comes up once the emulated PHY's autonegotiation is done.
+for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 1; done
+echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
+echo "E2E-IRQS before \$(irqs)"
+e2e_pause net
+wget -q -O /tmp/blob http://10.0.2.2:$port/blob; echo "E2E-GET rc=\$?"
+echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
+# By hand through nc: busybox wget's --post-file stops at the first NUL byte.
+{ printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
+	nc 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; echo "E2E-POST rc=\$?"
+e2e_pause net-done
+grep eth0 /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
+echo "E2E-IRQS after \$(irqs)"
+EOF
+)
+t0=$SECONDS
+e2e_l2_start $B 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
+expect "L2 booted and reached the transfer" e2e_l2_wait $B net 900
+c0=$(rig_run $B -- "cat $FP_DBG/counters")
+t1=$SECONDS
+e2e_l2_continue $B
+expect "L2 finished the transfer" e2e_l2_wait $B net-done 1200
+t2=$SECONDS
+c1=$(rig_run $B -- "cat $FP_DBG/counters")
+e2e_l2_continue $B
+out=$(e2e_l2_finish $B) || echo "L2 QEMU: status $?"
+echo "L2 boot + transfer + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB: $((t2 - t1)) s"
+grep -E '^(L2-|E2E-)' <<<"$out" | sed 's/^/    L2> /'
+echo "L0 server log:"
+sed 's/^/    /' "$srv/log"
+
+expect "L2 booted" grep -q '^L2-BOOTED' <<<"$out"
+expect "(a) the guest's stock e1000e driver bound the 82574L" grep -qE '0x8086:0x10d3 .*driver=e1000e' <<<"$out"
+expect "(a) eth0 came up" grep -q '^E2E-ETH0 up' <<<"$out"
+expect "(a) ... with its link (carrier)" grep -q '^E2E-CARRIER 1' <<<"$out"
+expect_eq "(b) guest: the download succeeded" "$(sed -n 's/^E2E-GET rc=//p' <<<"$out")" 0
+expect_eq "(b) guest: the upload succeeded" "$(sed -n 's/^E2E-POST rc=//p' <<<"$out")" 0
+expect_eq "(b) L0: the guest's sha256 of the download is the blob's" \
+	"$(sed -n 's/^E2E-SHA256 //p' <<<"$out")" "$(sha256sum "$srv/blob" | cut -d' ' -f1)"
+expect "(b) L0: the server stored this run's upload ($tag)" test -f "$srv/upload-$tag"
+expect "(b) L0: the upload is the blob, byte for byte" cmp "$srv/blob" "$srv/upload-$tag"
+
+before=$(e2e_irqs "$out" before)
+after=$(e2e_irqs "$out" after)
+expect "(c) guest /proc/interrupts: e1000e interrupts counted during the transfer ($before -> $after)" \
+	test "${after:-0}" -gt "${before:-0}"
+for q in rx tx; do
+	expect "(c) the $q queue's vector is MSI-X and counted" \
+		grep -qE "^E2E-IRQ-LINE +[0-9]+: +[0-9]*[1-9][0-9]* .*MSI.*eth0-$q-0" <<<"$out"
+done
+
+delta() { echo $(($(e2e_counter "$c1" "$1") - $(e2e_counter "$c0" "$1"))); }
+upcalls=0
+for c in upcalls_borrow upcalls_return upcalls_cfg_read upcalls_cfg_write upcalls_reset upcalls_set_irqs; do
+	echo "counter $c: +$(delta $c) during the transfer"
+	upcalls=$((upcalls + $(delta $c)))
+done
+for c in bar_trapped_msix irq_delivered irq_signalled irq_no_eventfd; do
+	echo "counter $c: +$(delta $c) during the transfer"
+done
+expect "(c) borrower1 signalled the device's interrupts to the guest" test "$(delta irq_signalled)" -gt 0
+expect_eq "(d) BAR accesses trapped outside the MSI-X table/PBA during the transfer" "$(delta bar_trapped_other)" 0
+expect_eq "(d) agent upcalls during the transfer" "$upcalls" 0
+
+ag_expect_returned $B 30 "(e)"
+expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
+expect "no warning or oops on the lender" rig_run lender -- "! dmesg | grep -E 'WARNING|BUG|Oops'"

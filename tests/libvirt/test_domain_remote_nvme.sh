@@ -1,0 +1,132 @@
+#!/bin/bash
+# The lender's NVMe in a libvirt guest, driven by stock virsh and domain XML only (one lender, two
+# borrowers booted from the L1 libvirt root; the guest is the rig's L2 kernel and initramfs, 256 MiB,
+# booted directly, running a script passed by fw_cfg). Checks:
+#  (a) domain XML: a domain with <hostdev mode='subsystem' type='mdev' model='vfio-pci'> of the device's
+#      UUID is defined and started on borrower1 (the hook creates the instance); its guest's stock nvme
+#      driver takes the device and fio randwrite+verify passes; on L0 the lender's backing file holds
+#      the guest's pattern at every block it wrote (and the checker fails on unwritten data, another tag);
+#  (b) hot-remove: `virsh detach-device --live` removes the hostdev from the running domain, the guest
+#      sees its disk go; borrower1's agent gives the device back, the lender lists it free and reset it;
+#  (c) hot-add: `virsh attach-device --live` adds it again, the guest's driver takes it (borrowed a second
+#      time) and fio with a second tag passes; the backing file holds that pattern; the guest powers off,
+#      the device is given back and the hook's instance removed;
+#  (d) cold migration: `virsh migrate --offline --persistent --undefinesource` (qemu+tcp) moves the
+#      definition to borrower2 unchanged; `virsh start` there works with no other step on borrower2 (the
+#      hook creates the instance of the same UUID) and the guest reads back, with fio verify_only, every
+#      block borrower1's guest wrote with the second tag; the device is given back at its power-off.
+# Prints each step's duration (a summary table, also `make demo`'s).
+set -euo pipefail
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
+. "$(dirname "$0")/../kernel/kernel-lib.sh"
+. "$(dirname "$0")/../agent/agent-lib.sh"
+. "$(dirname "$0")/../e2e/e2e-lib.sh"
+. "$(dirname "$0")/libvirt-lib.sh"
+ag_check_built && fp_check_built && e2e_check_setup
+
+B1=borrower1 B2=borrower2
+# Bounds for the guests' runs: three L1s, each running an L2 under TCG, on a loaded machine.
+E2E_L2_TIMEOUT=2400
+IMG=$(rig_lender_nvme_img)
+# The guest's files: its script in $RIGDIR, which every L1 sees at the same path (read-only), its console
+# in libvirt's log directory: the definition moves unchanged.
+SCRIPT=$RIGDIR/g-script
+CONSOLE=/var/log/libvirt/qemu/g-console.log
+
+lv_step "rig: a lender and two borrowers (TCG L1 VMs, emulated NTBs), agents, libvirtd on the borrowers"
+rig_up --borrowers 2 --l1-root rootfs --lender-mem 1536 --borrower-mem 2048
+ag_key
+fp_load lender
+ag_lender_up ", \"peers\": [$(ag_peer_entry $B1 "$(ntb_pci lender 1)"), $(ag_peer_entry $B2 "$(ntb_pci lender 2)")]"
+for b in $B1 $B2; do
+	lv_host_up "$b" ", \"poll_ms\": 1000, $E2E_BORROWER_AGENT_CFG, \"peers\": [$(ag_peer_entry lender "$(ntb_pci "$b")")]"
+	e2e_slow_upcalls "$b"
+	lv_libvirtd_up "$b" --guests
+done
+T=$(lv_type $B1)
+U=$(ag_ctl $B1 mdev-uuid "$T")
+expect_eq "borrower2 knows the device by the same UUID" "$(ag_ctl $B2 mdev-uuid "$(lv_type $B2)")" "$U"
+lv_note "lender's NVMe lent: mdev type $T, UUID $U"
+
+# The guest on borrower1: fio with tag A, waits until its disk is gone (detach) and back (attach), fio
+# with tag B, power-off.
+tagA=$(e2e_tag) tagB=$(e2e_tag)
+cat >"$SCRIPT" <<EOF
+$(e2e_fio_script "$tagA")
+echo "E2E-WAIT detach"
+for i in \$(seq 900); do [ -e /sys/block/nvme0n1 ] || break; sleep 1; done
+echo "E2E-NVME-DISKS after detach: \$(ls /sys/block | grep -c nvme)"
+echo "E2E-WAIT attach"
+for i in \$(seq 900); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
+echo "E2E-NVME-DISKS after attach: \$(ls /sys/block | grep -c nvme)"
+$(e2e_fio_script "$tagB")
+EOF
+lv_domain_xml g 256 "$SCRIPT" "$CONSOLE" "$U" >"$RIGDIR/g.xml"
+lv_hostdev_xml "$U" >"$RIGDIR/hostdev.xml"
+
+lv_step "borrower1: virsh define + start of a domain with the remote NVMe as an mdev <hostdev>"
+expect "borrower1: virsh define" lv_virsh $B1 define "$RIGDIR/g.xml"
+expect "borrower1: virsh start g" lv_virsh $B1 start g ||
+	{ tail -20 "$(lv_qemu_log $B1 g.log)"; exit 1; }
+expect "(a) the hook created the instance" lv_mdev_exists $B1 "$U"
+E2E_L2_LOG=$(lv_qemu_log $B1 g-console.log)
+
+lv_step "guest on borrower1: fio randwrite+verify on the remote NVMe (tag $tagA)"
+expect "guest booted and ran its first fio jobs" e2e_l2_wait $B1 detach 1800
+part1=$(tr -d '\r' <"$E2E_L2_LOG" | sed '/^E2E-WAIT detach/q')
+e2e_expect_l2_nvme "$part1"
+e2e_expect_fio_jobs "$part1"
+e2e_expect_written "$IMG" "$tagA"
+lv_note "tag $tagA: written by the guest, found in the lender's backing file on L0"
+
+lv_step "borrower1: virsh detach-device --live (hot-remove)"
+expect "(b) virsh detach-device --live" lv_virsh $B1 detach-device g "$RIGDIR/hostdev.xml" --live
+expect "(b) the running domain has no hostdev left" \
+	ntb_wait $B1 300 "! $LV_VIRSH dumpxml g | grep -q \"type='mdev'\""
+expect "(b) the guest saw its disk go" e2e_l2_wait $B1 attach 300
+expect_eq "(b) guest: nvme disks after the detach" \
+	"$(tr -d '\r' <"$E2E_L2_LOG" | sed -n 's/^E2E-NVME-DISKS after detach: //p')" 0
+ag_expect_returned $B1 60 "(b)"
+lv_note "device returned to the lender and reset"
+
+lv_step "borrower1: virsh attach-device --live (hot-add); guest fio (tag $tagB); guest powers off"
+expect "(c) virsh attach-device --live" lv_virsh $B1 attach-device g "$RIGDIR/hostdev.xml" --live
+out=$(lv_guest_finish $B1 g)
+part2=$(sed -n '/^E2E-WAIT attach/,$p' <<<"$out")
+expect_eq "(c) guest: nvme disks after the attach" "$(sed -n 's/^E2E-NVME-DISKS after attach: //p' <<<"$part2")" 1
+e2e_expect_fio_jobs "$part2"
+expect "(c) the guest ran its script and powered off" grep -q '^L2-SCRIPT-RC 0' <<<"$part2"
+expect_eq "(c) borrowed twice (boot, attach)" "$(ag_log $B1 | grep -c 'borrowed lender/')" 2
+e2e_expect_written "$IMG" "$tagB"
+# ag_expect_returned's wait matches the first give-back already: wait for the second here.
+expect "(c) borrower1's agent gave it back a second time" ntb_wait lender 60 \
+	"[ \$(grep -c 'gave back lender/' $RIGDIR/$B1/agent.log) = 2 ]"
+ag_expect_returned $B1 60 "(c)"
+expect "(c) the hook removed its instance" ntb_wait $B1 30 "! test -e /sys/bus/mdev/devices/$U"
+lv_note "tag $tagB: written by the guest after the re-add, found in the lender's backing file"
+
+lv_step "cold migration: virsh migrate --offline --persistent borrower1 -> borrower2"
+expect "(d) virsh migrate --offline --persistent --undefinesource" \
+	lv_virsh $B1 migrate --offline --persistent --undefinesource g "qemu+tcp://$(rig_vm_ip $B2)/system"
+expect_eq "(d) borrower1 has no domain left" "$(lv_virsh $B1 list --all --name | sed '/^$/d')" ""
+expect_eq "(d) borrower2 has g, defined and shut off" "$(lv_virsh $B2 domstate g)" "shut off"
+expect "(d) no instance on borrower2 before the start" not lv_mdev_exists $B2 "$U"
+lv_note "definition moved unchanged (same mdev UUID)"
+
+lv_step "borrower2: virsh start g; the guest reads back what borrower1's guest wrote (tag $tagB)"
+# The guest's next program (the test's own step, not borrower2's): read the data back.
+e2e_fio_script "$tagB" --read-back >"$SCRIPT"
+expect "(d) borrower2: virsh start g" lv_virsh $B2 start g ||
+	{ tail -20 "$(lv_qemu_log $B2 g.log)"; exit 1; }
+expect "(d) the hook created the instance on borrower2" lv_mdev_exists $B2 "$U"
+E2E_L2_LOG=$(lv_qemu_log $B2 g-console.log)
+out=$(lv_guest_finish $B2 g)
+e2e_expect_guest_fio "$out"
+ag_expect_returned $B2 60 "(d)"
+lv_note "tag $tagB: every block read back and verified by the guest on borrower2"
+
+for vm in lender $B1 $B2; do
+	expect "no warning or oops on $vm" rig_run $vm -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
+done
+lv_summary
