@@ -63,12 +63,15 @@ for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 
 echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
 echo "E2E-IRQS before \$(irqs)"
 e2e_pause net
-wget -q -O /tmp/blob http://10.0.2.2:$port/blob; echo "E2E-GET rc=\$?"
+wget -q -T 60 -O /tmp/blob http://10.0.2.2:$port/blob; echo "E2E-GET rc=\$?"
 echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
 # By hand through nc: busybox wget's --post-file stops at the first NUL byte.
 { printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
-	nc 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; echo "E2E-POST rc=\$?"
+	nc -w 60 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; echo "E2E-POST rc=\$?"
 e2e_pause net-done
+# For a failed transfer: the interface's counters and what its driver said.
+sed -n 's/^ *eth0:/E2E-NETDEV eth0:/p' /proc/net/dev
+dmesg | grep -E 'e1000e|eth0' | tail -n 8 | sed 's/^/E2E-DMESG /'
 grep eth0 /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
 echo "E2E-IRQS after \$(irqs)"
 EOF
