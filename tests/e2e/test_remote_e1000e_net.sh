@@ -63,7 +63,8 @@ for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 
 echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
 echo "E2E-IRQS before \$(irqs)"
 e2e_pause net
-wget -q -T 60 -O /tmp/blob http://10.0.2.2:$port/blob; echo "E2E-GET rc=\$?"
+# (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
+timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$port/blob; echo "E2E-GET rc=\$?"
 echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
 # By hand through nc: busybox wget's --post-file stops at the first NUL byte.
 { printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
