@@ -13,6 +13,9 @@ fp_check_built() {
 	for f in "$FP_KO" "$FP_CLIENT"; do
 		[ -e "$f" ] || { echo "missing $f: run make build" >&2; return 1; }
 	done
+	# A test run straight after a pull or an edit would load the old module.
+	f=$(find "$FARPASS_TOP/mdev" "$FARPASS_TOP/include" -name '*.[ch]' -newer "$FP_KO" -print -quit)
+	[ -z "$f" ] || { echo "$FP_KO is older than $f: run make build" >&2; return 1; }
 }
 
 # fp_load VM: VFIO (with vfio_virqfd, which farpass.ko links against) and mdev (Debian's, via
