@@ -29,7 +29,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not m:
             self.send_error(404)
             return
-        data = self.rfile.read(int(self.headers["Content-Length"]))
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit():
+            self.send_error(400, "Content-Length missing or not a number")
+            return
+        data = self.rfile.read(int(length))
         tmp = os.path.join(DIR, ".upload.tmp")
         with open(tmp, "wb") as f:
             f.write(data)

@@ -16,15 +16,6 @@
 #  (e) the guest's shutdown returned the device: borrower1's agent gave it back, the lender shows it free
 #      on vfio-pci with bus master off.
 # Prints the L2 run's duration, the transfer's size and the counters' deltas.
-#
-# DRAFT (session 3): the guest's e1000e driver binds the remote device through the mdev and its MSI-X
-# vectors (rx, tx, other) count in the guest, but it cannot transmit in this rig: QEMU's e1000e fetches
-# its transmit descriptors inside the write of its tail register (TDT), which reaches the lender's QEMU
-# as a received NTB window write, and the rig's ntb-epf refuses a read started while it executes a
-# received message (it reads all-ones at once), so the NIC DMAs from address all-ones (the lender's
-# DMAR faults at 0xfffffffffffff000, device 00:09.0), nothing leaves the guest and its wget finds no
-# route. The fix is in the emulated NTB, not farpass: branch e1000e, commit "ntb-epf: a read set off by
-# a received access waits for its completion" (needs a QEMU rebuild, vm-images/setup.sh qemu).
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -72,12 +63,16 @@ for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 
 echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
 echo "E2E-IRQS before \$(irqs)"
 e2e_pause net
-wget -q -O /tmp/blob http://10.0.2.2:$port/blob; echo "E2E-GET rc=\$?"
+# (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
+timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$port/blob; echo "E2E-GET rc=\$?"
 echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
 # By hand through nc: busybox wget's --post-file stops at the first NUL byte.
 { printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
-	nc 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; echo "E2E-POST rc=\$?"
+	nc -w 60 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; echo "E2E-POST rc=\$?"
 e2e_pause net-done
+# For a failed transfer: the interface's counters and what its driver said.
+sed -n 's/^ *eth0:/E2E-NETDEV eth0:/p' /proc/net/dev
+dmesg | grep -E 'e1000e|eth0' | tail -n 8 | sed 's/^/E2E-DMESG /'
 grep eth0 /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
 echo "E2E-IRQS after \$(irqs)"
 EOF
