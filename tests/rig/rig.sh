@@ -243,8 +243,8 @@ rig_vm_alive() {
 }
 
 # Whether the VM's current boot hung in the kernel: an RCU stall or a soft lockup on its console. Seen
-# twice in ~50 rig boots under TCG on 2 cores (a CPU's timer stopped firing, a crypto self-test never
-# ended), never reproduced on demand; not farpass code, which is not loaded yet.
+# three times in ~170 rig boots under TCG on 2 cores (a CPU's timer stopped firing, a crypto self-test
+# never ended), never reproduced on demand; before any farpass code loads (docs/rig.md).
 _rig_boot_hung() {
 	local dir
 	dir=$(rig_vm_dir "$1")
