@@ -265,6 +265,26 @@ e2e_expect_reset_works() {
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).
 e2e_counter() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
 
+# e2e_counter_delta C0 C1 NAME: how much counter NAME grew from snapshot C0 to snapshot C1.
+e2e_counter_delta() { echo $(($(e2e_counter "$2" "$3") - $(e2e_counter "$1" "$3"))); }
+
+# e2e_expect_no_software_in_path C0 C1 WHAT: between the two counter snapshots (during WHAT), no agent
+# upcall and no BAR access trapped outside the MSI-X table/PBA (checks "(d)"); prints the upcall,
+# MSI-X trap and interrupt counters' growth.
+e2e_expect_no_software_in_path() {
+	local c0=$1 c1=$2 what=$3 c upcalls=0
+	for c in upcalls_borrow upcalls_return upcalls_cfg_read upcalls_cfg_write upcalls_reset upcalls_set_irqs; do
+		echo "counter $c: +$(e2e_counter_delta "$c0" "$c1" $c) during $what"
+		upcalls=$((upcalls + $(e2e_counter_delta "$c0" "$c1" $c)))
+	done
+	for c in bar_trapped_msix irq_delivered irq_signalled irq_no_eventfd; do
+		echo "counter $c: +$(e2e_counter_delta "$c0" "$c1" $c) during $what"
+	done
+	expect_eq "(d) BAR accesses trapped outside the MSI-X table/PBA during $what" \
+		"$(e2e_counter_delta "$c0" "$c1" bar_trapped_other)" 0
+	expect_eq "(d) agent upcalls during $what" "$upcalls" 0
+}
+
 # e2e_remote_up VM UUID MEM-MiB: the rig for a guest of the lender's NVMe on VM (borrower1): the DMA window
 # (the NTB's MW2) of 4 GiB covers a guest of up to 3 GiB (2 GiB below 4 GiB, 1 GiB above), VM has MEM-MiB
 # for the guest's RAM pinned there; then e2e_remote_mdev.
