@@ -27,6 +27,7 @@
 
 RIG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$RIG_LIB/../../vm-images/env.sh"
+. "$RIG_LIB/l1-hang.sh"
 # The management LAN hub, built by meson (make build).
 RIG_LAN_HUB=$FARPASS_TOP/build/tests/rig/lan-hub
 
@@ -242,21 +243,16 @@ rig_vm_alive() {
 	[ -n "$pid" ] && _rig_pid_alive "$pid"
 }
 
-# Whether the VM's current boot hung in the kernel: an RCU stall or a soft lockup on its console. Seen
-# three times in ~170 rig boots under TCG on 2 cores (a CPU's timer stopped firing, a crypto self-test
-# never ended), never reproduced on demand; before any farpass code loads (docs/rig.md).
+# Whether the VM's current boot hung in the kernel with none of our code in the report (l1-hang.sh).
 _rig_boot_hung() {
-	local dir
-	dir=$(rig_vm_dir "$1")
-	tail -c +$((${RIG_CON0[$1]:-0} + 1)) "$dir/console.log" 2>/dev/null |
-		grep -qE 'rcu: INFO: .* detected stalls|watchdog: BUG: soft lockup'
+	l1_hang_not_ours "$(rig_vm_dir "$1")/console.log" "${RIG_CON0[$1]:-0}"
 }
 
 # Wait until all given VMs' command servers are ready; prints each VM's boot time. A VM whose boot hung
-# (_rig_boot_hung) is booted again, once.
+# (_rig_boot_hung, checked once a second) is booted again, once.
 _rig_wait_ready_all() {
 	local timeout=$RIG_BOOT_TIMEOUT t0 vm dir pending=("$@") left rc=0
-	local -A rebooted=()
+	local -A rebooted=() hang_checked=()
 	t0=$SECONDS
 	while ((${#pending[@]})); do
 		left=()
@@ -271,9 +267,10 @@ _rig_wait_ready_all() {
 				rig_log "$vm: QEMU exited during boot"
 				_rig_show_logs "$vm"
 				rc=1
-			elif [ -z "${rebooted[$vm]:-}" ] && _rig_boot_hung "$vm"; then
-				rig_log "$vm: its kernel hung while booting; booting it again. Its console:"
-				tail -c +$((${RIG_CON0[$vm]:-0} + 1)) "$dir/console.log" | tail -n 5 | tr -d '\r' >&2
+			elif [ -z "${rebooted[$vm]:-}" ] && [ "${hang_checked[$vm]:-}" != $SECONDS ] &&
+				hang_checked[$vm]=$SECONDS && _rig_boot_hung "$vm"; then
+				rig_log "$vm: its kernel hung while booting; booting it again. Its report:"
+				l1_hang_report "$dir/console.log" "${RIG_CON0[$vm]}" | head -n 5 >&2
 				_rig_kill_pids "${RIG_PID[$vm]}"
 				rebooted[$vm]=1
 				_rig_launch "$vm"
@@ -303,7 +300,7 @@ rig_wait_ready() {
 }
 
 _rig_show_logs() {
-	local vm=$1 dir f
+	local vm=$1 dir f report
 	RIG_LOGS_SHOWN=1
 	dir=$(rig_vm_dir "$vm")
 	for f in qemu.log console.log server.log; do
@@ -312,6 +309,11 @@ _rig_show_logs() {
 			tail -n 25 "$dir/$f" | tr -d '\r' >&2
 		fi
 	done
+	# A hang report scrolls out of the tail: its start says which CPU stopped and where.
+	if report=$(l1_hang_report "$dir/console.log" "${RIG_CON0[$vm]:-0}"); then
+		printf -- '----- %s: kernel hang report (first lines) -----\n' "$vm" >&2
+		head -n 30 <<<"$report" >&2
+	fi
 }
 
 # ---------------------------------------------------------------------------------------- public API
