@@ -272,10 +272,11 @@ e2e_counter_delta() { echo $(($(e2e_counter "$2" "$3") - $(e2e_counter "$1" "$3"
 # upcall and no BAR access trapped outside the MSI-X table/PBA (checks "(d)"); prints the upcall,
 # MSI-X trap and interrupt counters' growth.
 e2e_expect_no_software_in_path() {
-	local c0=$1 c1=$2 what=$3 c upcalls=0
+	local c0=$1 c1=$2 what=$3 c d upcalls=0
 	for c in upcalls_borrow upcalls_return upcalls_cfg_read upcalls_cfg_write upcalls_reset upcalls_set_irqs; do
-		echo "counter $c: +$(e2e_counter_delta "$c0" "$c1" $c) during $what"
-		upcalls=$((upcalls + $(e2e_counter_delta "$c0" "$c1" $c)))
+		d=$(e2e_counter_delta "$c0" "$c1" $c)
+		echo "counter $c: +$d during $what"
+		upcalls=$((upcalls + d))
 	done
 	for c in bar_trapped_msix irq_delivered irq_signalled irq_no_eventfd; do
 		echo "counter $c: +$(e2e_counter_delta "$c0" "$c1" $c) during $what"

@@ -10,19 +10,8 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/tests/rig" "$scratch/tests/fake"
 cp "$here/../run-suites.sh" "$scratch/tests/"
 cp "$here/l1-hang.sh" "$scratch/tests/rig/"
-
-PASS=0 FAIL=0
-check() {
-	local what=$1
-	shift
-	if "$@"; then
-		printf 'ok   %s\n' "$what"
-		PASS=$((PASS + 1))
-	else
-		printf 'FAIL %s\n' "$what"
-		FAIL=$((FAIL + 1))
-	fi
-}
+# The assertions (expect).
+. "$here/ntb-lib.sh"
 
 # A stall as the 6.1 kernel prints it, with one extra frame line ($1).
 stall() {
@@ -61,14 +50,14 @@ fake_test test_d_plain "[   12.000000] virtio_net virtio0 eth0: renamed" 1
 fake_test test_e_twice "$(stall 'default_idle+0x10/0x20')" 2
 run
 
-check "a test that failed with a hang of the emulator ran again and passed" runs test_a_hang 2
-check "its result line says why it ran twice" grep -q '^PASS fake/test_a_hang (.*after a rerun: .*borrower2: .*rcu: INFO: rcu_preempt detected stall' <<<"$OUT"
-check "its first attempt's logs are kept in rig-out/<test>.hang" test -s "$scratch/rig-out/test_a_hang.hang/borrower2/console.log"
-check "a hang with a farpass frame is a failure, not run again" runs test_b_ours 1
-check "a hang with an NTB driver frame is a failure, not run again" runs test_c_ntb 1
-check "a failure without a hang is not run again" runs test_d_plain 1
-check "a test that fails again after the rerun fails" grep -q '^FAIL fake/test_e_twice' <<<"$OUT"
-check "the summary counts the reruns" grep -qx '1 passed, 4 failed, 2 run again after an L1 kernel hang' <<<"$OUT"
+expect "a test that failed with a hang of the emulator ran again and passed" runs test_a_hang 2
+expect "its result line says why it ran twice" grep -q '^PASS fake/test_a_hang (.*after a rerun: .*borrower2: .*rcu: INFO: rcu_preempt detected stall' <<<"$OUT"
+expect "its first attempt's logs are kept in rig-out/<test>.hang" test -s "$scratch/rig-out/test_a_hang.hang/borrower2/console.log"
+expect "a hang with a farpass frame is a failure, not run again" runs test_b_ours 1
+expect "a hang with an NTB driver frame is a failure, not run again" runs test_c_ntb 1
+expect "a failure without a hang is not run again" runs test_d_plain 1
+expect "a test that fails again after the rerun fails" grep -q '^FAIL fake/test_e_twice' <<<"$OUT"
+expect "the summary counts the reruns" grep -qx '1 passed, 4 failed, 2 run again after an L1 kernel hang' <<<"$OUT"
 
 # An earlier run's console (older than this run) does not make a failure a hang: test_a_hang's rerun
 # left a console with a stall; now it fails without writing one.
@@ -76,8 +65,6 @@ rm -f "$scratch"/tests/fake/test_[b-e]*.sh
 echo 'exit 1' >"$scratch/tests/fake/test_a_hang.sh"
 touch -d '1 hour ago' "$scratch/rig-out/test_a_hang/borrower2/console.log"
 run
-check "a stale console log from an earlier run is not taken for this run's hang" \
+expect "a stale console log from an earlier run is not taken for this run's hang" \
 	grep -qx 'FAIL fake/test_a_hang (.*rc=1)' <<<"$OUT"
-
-echo "# $PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+echo "hang rerun: all checks passed"
