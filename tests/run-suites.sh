@@ -9,11 +9,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/tests/rig/l1-hang.sh"
 passed=0 failed=0 reruns=0 failures=()
 
-# Print "VM: first line of its hang report" for each VM of rig-out/NAME whose console, written since
-# STAMP, has a hang that is not ours; status 1 if none has.
+# Print "VM: first line of its hang report" for each VM of rig directory DIR whose console, written
+# since STAMP, has a hang that is not ours; status 1 if none has.
 rig_hangs_not_ours() {
-	local name=$1 stamp=$2 con found=1
-	for con in "$top/rig-out/$name"/*/console.log; do
+	local dir=$1 stamp=$2 con found=1
+	for con in "$dir"/*/console.log; do
 		if [ ! "$con" -nt "$stamp" ] || ! l1_hang_not_ours "$con"; then
 			continue
 		fi
@@ -24,18 +24,19 @@ rig_hangs_not_ours() {
 }
 
 run_test() {
-	local name=$1 t0=$SECONDS rc stamp hangs note=
+	local name=$1 t0=$SECONDS rc stamp hangs rigout note=''
 	shift
+	rigout=$top/rig-out/$(basename "$name")
 	stamp=$(mktemp)
 	echo "--- $name"
 	"$@"
 	rc=$?
-	if [ $rc -ne 0 ] && hangs=$(rig_hangs_not_ours "$(basename "$name")" "$stamp"); then
+	if [ $rc -ne 0 ] && hangs=$(rig_hangs_not_ours "$rigout" "$stamp"); then
 		note=", after a rerun: an L1 kernel hung in the first ($(paste -sd ';' <<<"$hangs"))"
 		echo "RERUN $name: an L1 kernel hung, with no farpass or NTB code in its report:"
 		printf '  %s\n' "$hangs"
-		rm -rf "$top/rig-out/$(basename "$name").hang"
-		mv "$top/rig-out/$(basename "$name")" "$top/rig-out/$(basename "$name").hang"
+		rm -rf "$rigout.hang"
+		mv "$rigout" "$rigout.hang"
 		reruns=$((reruns + 1))
 		"$@"
 		rc=$?
