@@ -29,6 +29,16 @@ APT_UPDATED=0
 
 die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 
+# Under set -e a failing command ends the script: say which one and where (never a silent exit).
+on_error() {
+	local rc=$? line=$1
+	((BASH_SUBSHELL == 0)) || return "$rc" # the subshell's failure is reported once, by its parent
+	printf 'setup.sh: "%s" failed (status %d) at line %d, in %s; logs in %s/logs. Fix the cause and run it again: finished steps are kept.\n' \
+		"$BASH_COMMAND" "$rc" "$line" "${FUNCNAME[1]:-main}" "$FARPASS_CACHE" >&2
+}
+set -E
+trap 'on_error $LINENO' ERR
+
 # Run a long command with its output in a log, printing a progress line every 20 s and the log's tail
 # on failure (a 5-minute kernel build must not look hung, nor flood the terminal).
 with_progress() {
@@ -128,10 +138,10 @@ step_apt() {
 		apt_update
 		resolve_kernel || die "cannot resolve linux-image-amd64 from apt"
 	fi
-	# One dpkg-query for all packages (a no-op set-up should take seconds).
+	# One dpkg-query for all packages (a no-op set-up should take seconds). Without package names it lists
+	# every package dpkg knows and exits 0; with names it exits 1 as soon as one was never installed.
 	local installed
-	installed=$(dpkg-query -W -f='${Status} ${Package}\n' "${APT_PACKAGES[@]}" "linux-headers-$KVER" 2>/dev/null |
-		awk '/^install ok installed / {print $4}')
+	installed=$(dpkg-query -W -f='${Status} ${Package}\n' | awk '/^install ok installed / {print $4}')
 	for p in "${APT_PACKAGES[@]}" "linux-headers-$KVER"; do
 		if grep -qxF "$p" <<<"$installed"; then
 			continue
