@@ -163,7 +163,8 @@ step_apt() {
 	fi
 	# The headers must be the same Debian version as the image we boot (modules are built against them).
 	local hv
-	hv=$(dpkg-query -W -f='${Version}' "linux-headers-$KVER")
+	hv=$(dpkg-query -W -f='${Version}' "linux-headers-$KVER" 2>/dev/null) || hv=
+	[ -n "$hv" ] || die "linux-headers-$KVER is not installed after apt-get install (see $FARPASS_CACHE/logs/apt-install.log)"
 	[ "$hv" = "$KDEB_VERSION" ] || die "linux-headers-$KVER is $hv, linux-image is $KDEB_VERSION (run apt-get upgrade)"
 }
 
