@@ -37,7 +37,6 @@ RIG_RUN_TIMEOUT=${RIG_RUN_TIMEOUT:-600}
 RIG_VMS=()
 declare -gA RIG_PID=()
 declare -gA RIG_T0=()
-declare -gA RIG_CON0=()	# console.log's size when the VM's current boot began
 RIG_UP=0
 
 rig_log() { printf 'rig: %s\n' "$*" >&2; }
@@ -217,20 +216,20 @@ _rig_prepare_vm() {
 }
 
 # Start the VM's QEMU in the background (as our child, so the EXIT trap and `wait` can reap it).
+# REASON, if given, goes into the boot marker (l1-hang.sh: "after a kernel hang").
 _rig_launch() {
-	local vm=$1 dir
+	local vm=$1 reason=${2:-} dir
 	local -a a
 	dir=$(rig_vm_dir "$vm")
 	mapfile -d '' a <"$dir/qemu.argv"
 	rm -rf "$dir/cmd" "$dir/ready" "$dir/server.log"
 	mkdir -p "$dir/cmd"
-	printf '\n===== rig: boot %s at %s =====\n' "$vm" "$(date +%T.%N)" >>"$dir/console.log"
-	RIG_CON0[$vm]=$(stat -c %s "$dir/console.log")
+	RIG_T0[$vm]=$(_rig_now)
+	l1_boot_marker "$vm" "${RIG_T0[$vm]}" "$reason" | tee -a "$dir/qemu.log" >>"$dir/console.log"
 	# The lender listens on the link sockets: a killed lender leaves stale ones behind.
 	if [ "$vm" = lender ]; then
 		rm -f "$RIGDIR"/link*.sock
 	fi
-	RIG_T0[$vm]=$(_rig_now)
 	"${a[@]}" </dev/null >>"$dir/qemu.log" 2>&1 &
 	RIG_PID[$vm]=$!
 	# Not a job of the test's shell: no "Killed" notices when rig_kill/rig_down end it.
@@ -243,15 +242,18 @@ rig_vm_alive() {
 	[ -n "$pid" ] && _rig_pid_alive "$pid"
 }
 
-# Whether the VM's current boot hung in the kernel with none of our code in the report (l1-hang.sh).
+# Whether the VM's current boot hung in the kernel, not by our doing (l1-hang.sh); prints the report's
+# first line, or why it may be ours.
 _rig_boot_hung() {
-	l1_hang_not_ours "$(rig_vm_dir "$1")/console.log" "${RIG_CON0[$1]:-0}"
+	local dir
+	dir=$(rig_vm_dir "$1")
+	l1_hang_verdict --boot "$dir/console.log" "$dir/qemu.log" "${RIG_T0[$1]}"
 }
 
 # Wait until all given VMs' command servers are ready; prints each VM's boot time. A VM whose boot hung
 # (_rig_boot_hung, checked once a second) is booted again, once.
 _rig_wait_ready_all() {
-	local timeout=$RIG_BOOT_TIMEOUT t0 vm dir pending=("$@") left rc=0
+	local timeout=$RIG_BOOT_TIMEOUT t0 vm dir pending=("$@") left rc=0 hang
 	local -A rebooted=() hang_checked=()
 	t0=$SECONDS
 	while ((${#pending[@]})); do
@@ -268,12 +270,11 @@ _rig_wait_ready_all() {
 				_rig_show_logs "$vm"
 				rc=1
 			elif [ -z "${rebooted[$vm]:-}" ] && [ "${hang_checked[$vm]:-}" != $SECONDS ] &&
-				hang_checked[$vm]=$SECONDS && _rig_boot_hung "$vm"; then
-				rig_log "$vm: its kernel hung while booting; booting it again. Its report:"
-				l1_hang_report "$dir/console.log" "${RIG_CON0[$vm]}" | head -n 5 >&2
+				hang_checked[$vm]=$SECONDS && hang=$(_rig_boot_hung "$vm"); then
+				rig_log "$vm: its kernel hung while booting ($hang); booting it again"
 				_rig_kill_pids "${RIG_PID[$vm]}"
 				rebooted[$vm]=1
-				_rig_launch "$vm"
+				_rig_launch "$vm" "$L1_HANG_REBOOT_MARK"
 				t0=$SECONDS
 				left+=("$vm")
 			elif ((SECONDS - t0 > timeout)); then
@@ -309,10 +310,11 @@ _rig_show_logs() {
 			tail -n 25 "$dir/$f" | tr -d '\r' >&2
 		fi
 	done
-	# A hang report scrolls out of the tail: its start says which CPU stopped and where.
-	if report=$(l1_hang_report "$dir/console.log" "${RIG_CON0[$vm]:-0}"); then
-		printf -- '----- %s: kernel hang report (first lines) -----\n' "$vm" >&2
-		head -n 30 <<<"$report" >&2
+	# A hang report scrolls out of the tail: which CPU stopped, and where, is in its backtraces.
+	if report=$(l1_log_window "$dir/console.log" "${RIG_T0[$vm]:-0}" | l1_hang_report); then
+		printf -- '----- %s: kernel hang report (%d lines, at most 200 shown) -----\n' "$vm" \
+			"$(wc -l <<<"$report")" >&2
+		head -n 200 <<<"$report" >&2
 	fi
 }
 

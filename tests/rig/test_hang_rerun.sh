@@ -1,70 +1,146 @@
 #!/bin/bash
-# Test of how an L1 kernel hang is told apart from a bug of ours (tests/rig/l1-hang.sh), without VMs:
-# run-suites.sh, copied into a scratch tree, runs fake tests that leave console logs behind. A failure
-# with an RCU stall that shows no farpass or NTB code runs once more; one whose report has a farpass
-# frame, or whose console has no hang, or an old console from an earlier run, is a plain failure.
+# How run-suites.sh tells an L1 kernel hang of the emulator from one that may be ours
+# (tests/rig/l1-hang.sh), without VMs: run-suites.sh, copied into a scratch tree, runs fake tests that
+# leave the console and QEMU logs a rig leaves, with the launcher's boot markers. Checks:
+#   - a stall whose stalled CPU has a backtrace with no code of ours: the test runs again, passes, is
+#     reported FLAKY (result line and summary), and its first attempt's logs are kept;
+#   - a frame of farpass, of an NTB module, of a VFIO module and of the built-in IOMMU code: no rerun;
+#   - a frame of ours past the 60th line of a first report, and in a second report: no rerun;
+#   - a stalled CPU without a backtrace (NMI backtrace skipped): no rerun;
+#   - an ntb-epf read timeout in that VM's QEMU log during the attempt: no rerun;
+#   - a failure without a hang: no rerun; a test that fails again after its rerun fails;
+#   - a hang in a boot that began before the attempt, or in a boot the launcher ended and booted again
+#     after, does not count for a later failure;
+#   - one FLAKY test leaves the run passing; two fail it, saying why.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-mkdir -p "$scratch/tests/rig" "$scratch/tests/fake"
+mkdir -p "$scratch/tests/rig"
 cp "$here/../run-suites.sh" "$scratch/tests/"
 cp "$here/l1-hang.sh" "$scratch/tests/rig/"
 # The assertions (expect).
 . "$here/ntb-lib.sh"
+. "$here/l1-hang.sh"
 
-# A stall as the 6.1 kernel prints it, with one extra frame line ($1).
+# The launcher's boot marker; NOW is replaced by the time the fake test runs.
+mark() { l1_boot_marker borrower2 "${2:-NOW}" "${1:-}"; }
+# A stall as the 6.1 kernel prints it: CPU 1 stalled, with backtrace frames $1 (none: the NMI backtrace
+# was skipped because the CPU idled).
 stall() {
 	cat <<-REPORT
-	[   12.000000] virtio_net virtio0 eth0: renamed
 	[   75.593066] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
 	[   75.593066] rcu: 	1-...!: (0 ticks this GP) idle=5a4/0/0x0 softirq=2316/2316 fqs=0
-	[   75.593066] rcu: rcu_preempt kthread starved for 5252 jiffies! g11753 f0x2 RCU_GP_WAIT_FQS(5) ->state=0x0 ->cpu=1
-	[   75.593066]  $1
+	[   75.593066] 	(detected by 0, t=21002 jiffies, g=11753, q=12 ncpus=2)
+	[   75.593066] Sending NMI from CPU 0 to CPUs 1:
 	REPORT
+	if [ -z "$1" ]; then
+		echo '[   75.593070] NMI backtrace for cpu 1 skipped: idling at default_idle+0x10/0x20'
+	else
+		printf '%s\n' '[   75.593070] NMI backtrace for cpu 1' \
+			'[   75.593070] CPU: 1 PID: 0 Comm: swapper/1 Not tainted 6.1.0-56-amd64 #1  Debian 6.1.192-2' \
+			'[   75.593070] Call Trace:' '[   75.593070]  <TASK>'
+		printf '[   75.593070]  %s\n' "$@"
+		echo '[   75.593070]  </TASK>'
+	fi
+	echo '[   75.593071] rcu: rcu_preempt kthread starved for 5252 jiffies! g11753 f0x2 RCU_GP_WAIT_FQS(5) ->state=0x0 ->cpu=1'
 }
+idle='default_idle+0x10/0x20'
+filler() { for i in $(seq "$1"); do printf '[   76.%06d] filler line %d\n' "$i" "$i"; done; }
 
-# fake_test NAME CONSOLE-TEXT FAILS: a test that writes its rig's console log and fails the first
-# FAILS times it runs.
+# fake_test NAME CONSOLE FAILS [QEMU-LOG]: a test that leaves CONSOLE (and QEMU-LOG) as borrower2's logs
+# and fails the first FAILS times it runs.
 fake_test() {
-	local name=$1 console=$2 fails=$3
-	printf '%s\n' "$console" >"$scratch/$name.console"
+	local name=$1 fails=$3
+	printf '%s\n' "$2" >"$scratch/$name.console"
+	printf '%s\n' "${4:-$(mark)}" >"$scratch/$name.qemu"
 	cat >"$scratch/tests/fake/$name.sh" <<-SCRIPT
 	n=\$(cat "$scratch/$name.runs" 2>/dev/null || echo 0); echo \$((n + 1)) >"$scratch/$name.runs"
 	mkdir -p "$scratch/rig-out/$name/borrower2"
-	cp "$scratch/$name.console" "$scratch/rig-out/$name/borrower2/console.log"
+	now=\$(date +%s.%N)
+	sed "s/NOW/\$now/" "$scratch/$name.console" >"$scratch/rig-out/$name/borrower2/console.log"
+	sed "s/NOW/\$now/" "$scratch/$name.qemu" >"$scratch/rig-out/$name/borrower2/qemu.log"
 	[ "\$n" -ge $fails ]
 	SCRIPT
 }
 
 run() {
-	OUT=$(bash "$scratch/tests/run-suites.sh" fake 2>&1) || true
+	rm -f "$scratch"/*.runs
+	RC=0
+	OUT=$(bash "$scratch/tests/run-suites.sh" fake 2>&1) || RC=$?
 	printf '%s\n' "$OUT" | sed 's/^/    /'
 }
 runs() { [ "$(cat "$scratch/$1.runs")" = "$2" ]; }
+fresh() { rm -rf "$scratch/tests/fake" && mkdir -p "$scratch/tests/fake"; }
 
-fake_test test_a_hang "$(stall 'default_idle+0x10/0x20')" 1
-fake_test test_b_ours "$(stall 'fp_cfg_replay+0x42/0x90 [farpass]')" 1
-fake_test test_c_ntb "$(stall 'ntb_epf_peer_spad_read+0x1c/0x40 [ntb_hw_epf]')" 1
-fake_test test_d_plain "[   12.000000] virtio_net virtio0 eth0: renamed" 1
-fake_test test_e_twice "$(stall 'default_idle+0x10/0x20')" 2
+fresh
+fake_test test_a_hang "$(mark)
+$(stall $idle)" 1
+fake_test test_b_farpass "$(mark)
+$(stall 'fp_cfg_replay+0x42/0x90 [farpass]' $idle)" 1
+fake_test test_c_ntb "$(mark)
+$(stall 'ntb_epf_peer_spad_read+0x1c/0x40 [ntb_hw_epf]')" 1
+fake_test test_d_vfio "$(mark)
+$(stall 'vaddr_get_pfns+0x1c/0x40 [vfio_iommu_type1]')" 1
+fake_test test_e_iommu "$(mark)
+$(stall 'intel_iommu_map_pages+0x9c/0x140' $idle)" 1
+fake_test test_f_deep "$(mark)
+$(stall $idle)
+$(filler 70)
+[   80.000000]  ? fp_dma_refill+0x10/0x90 [farpass]" 1
+fake_test test_g_second "$(mark)
+$(stall $idle)
+$(filler 5)
+$(stall 'fp_bar_rw+0x1c/0x40 [farpass]')" 1
+fake_test test_h_nobt "$(mark)
+$(stall '')" 1
+fake_test test_i_ntbread "$(mark)
+$(stall $idle)" 1 "$(mark)
+qemu-system-x86_64: warning: ntb-epf rig-out/link1.sock: read of window 2 timed out after 2000 ms; returning all-ones"
+fake_test test_j_plain "$(mark)
+[   12.000000] virtio_net virtio0 eth0: renamed" 1
+fake_test test_k_twice "$(mark)
+$(stall $idle)" 2
+fake_test test_l_stale "$(mark '' 1000.5)
+$(stall $idle)
+$(mark)
+[   12.000000] virtio_net virtio0 eth0: renamed" 1
+fake_test test_m_rebooted "$(mark)
+$(stall $idle)
+$(mark "$L1_HANG_REBOOT_MARK")
+[   12.000000] virtio_net virtio0 eth0: renamed" 1
 run
 
-expect "a test that failed with a hang of the emulator ran again and passed" runs test_a_hang 2
-expect "its result line says why it ran twice" grep -q '^PASS fake/test_a_hang (.*after a rerun: .*borrower2: .*rcu: INFO: rcu_preempt detected stall' <<<"$OUT"
+expect "a stall of an emulated CPU with a backtrace and no code of ours: run again, passed" runs test_a_hang 2
+expect "its result line says why it ran twice, and FLAKY" \
+	grep -q '^PASS fake/test_a_hang (.*after a rerun: .*borrower2: .*rcu: INFO: rcu_preempt detected stall.*FLAKY' <<<"$OUT"
 expect "its first attempt's logs are kept in rig-out/<test>.hang" test -s "$scratch/rig-out/test_a_hang.hang/borrower2/console.log"
-expect "a hang with a farpass frame is a failure, not run again" runs test_b_ours 1
-expect "a hang with an NTB driver frame is a failure, not run again" runs test_c_ntb 1
-expect "a failure without a hang is not run again" runs test_d_plain 1
-expect "a test that fails again after the rerun fails" grep -q '^FAIL fake/test_e_twice' <<<"$OUT"
-expect "the summary counts the reruns" grep -qx '1 passed, 4 failed, 2 run again after an L1 kernel hang' <<<"$OUT"
+expect "a farpass frame: no rerun" runs test_b_farpass 1
+expect "an NTB driver frame: no rerun" runs test_c_ntb 1
+expect "a VFIO module frame: no rerun" runs test_d_vfio 1
+expect "a frame of the built-in IOMMU code: no rerun" runs test_e_iommu 1
+expect "a frame of ours past line 60 of the report: no rerun" runs test_f_deep 1
+expect "a frame of ours in a second report: no rerun" runs test_g_second 1
+expect "a stalled CPU without a backtrace: no rerun" runs test_h_nobt 1
+expect "... and the output says why" grep -q 'may be ours: stalled CPU 1 shows no backtrace' <<<"$OUT"
+expect "an ntb-epf read timeout in the VM's QEMU log: no rerun" runs test_i_ntbread 1
+expect "a failure without a hang: no rerun" runs test_j_plain 1
+expect "a test that fails again after the rerun fails" grep -q '^FAIL fake/test_k_twice' <<<"$OUT"
+expect "a hang in a boot before the attempt does not count" runs test_l_stale 1
+expect "a hang in a boot the launcher booted again after does not count" runs test_m_rebooted 1
+expect "the summary lists the FLAKY test and counts it" \
+	grep -qx '1 passed, 12 failed, 1 FLAKY' <<<"$OUT"
+expect "... by name" grep -qx 'FLAKY (passed only on a rerun after an L1 kernel hang): fake/test_a_hang' <<<"$OUT"
 
-# An earlier run's console (older than this run) does not make a failure a hang: test_a_hang's rerun
-# left a console with a stall; now it fails without writing one.
-rm -f "$scratch"/tests/fake/test_[b-e]*.sh
-echo 'exit 1' >"$scratch/tests/fake/test_a_hang.sh"
-touch -d '1 hour ago' "$scratch/rig-out/test_a_hang/borrower2/console.log"
+# One FLAKY test in a run that otherwise passes: the run passes; two FLAKY tests fail it.
+fresh
+fake_test test_a_hang "$(mark)
+$(stall $idle)" 1
 run
-expect "a stale console log from an earlier run is not taken for this run's hang" \
-	grep -qx 'FAIL fake/test_a_hang (.*rc=1)' <<<"$OUT"
+expect_eq "a run with one FLAKY test: run-suites' status" "$RC" 0
+fake_test test_b_hang "$(mark)
+$(stall $idle)" 1
+run
+expect_eq "a run with two FLAKY tests: run-suites' status" "$RC" 1
+expect "... saying why" grep -q '^FAIL: 2 FLAKY tests in one run' <<<"$OUT"
 echo "hang rerun: all checks passed"
