@@ -483,7 +483,11 @@ rig_down() {
 # EXIT trap: whatever happens to the test (failure, set -e, Ctrl-C), no QEMU outlives it. On failure
 # print the tails of the logs. A trap the test had set before rig_up still runs afterwards.
 _rig_install_trap() {
-	RIG_PREV_EXIT_TRAP=$(trap -p EXIT | sed -e "s/^trap -- '//" -e "s/' EXIT\$//")
+	local prev
+	prev=$(trap -p EXIT | sed -e "s/^trap -- '//" -e "s/' EXIT\$//")
+	# A second rig_up in one script finds our own trap: calling it from itself would recurse until bash
+	# crashes (status 139).
+	[ "$prev" = _rig_on_exit ] || RIG_PREV_EXIT_TRAP=$prev
 	trap '_rig_on_exit' EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
