@@ -29,12 +29,29 @@ APT_UPDATED=0
 
 die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 
-# Under set -e a failing command ends the script: say which one and where (never a silent exit).
+# What to do when a step fails, printed with the failing command.
+declare -A STEP_HINT=(
+	[apt]="apt-get could not update or install: check that deb.debian.org is reachable and that apt-get update works by hand"
+	[kernel]="Debian's kernel image or source could not be downloaded or unpacked: run apt-get update, then this step again"
+	[modules]="the NTB modules did not build: see logs/build-ntb-modules.log; the headers must be the kernel's version (setup.sh apt)"
+	[l1initrd]="the L1 initramfs could not be made: the kernel step's image must be complete (delete its kernel-* directory to redo it)"
+	[qemu]="the patched QEMU did not build: see the build-qemu log named above; a patch that no longer applies names its file"
+	[l2]="the L2 guest kernel or fio did not build: see logs/build-l2-kernel.log or logs/build-fio.log"
+	[rootfs]="mmdebstrap could not make the L1 libvirt root: see logs/mmdebstrap.log (it needs deb.debian.org)"
+)
+SETUP_STEP=
+
+# Under set -e a failing command ends the script: say which one, where, and what to do (never a silent exit).
 on_error() {
 	local rc=$? line=$1
 	((BASH_SUBSHELL == 0)) || return "$rc" # the subshell's failure is reported once, by its parent
-	printf 'setup.sh: "%s" failed (status %d) at line %d, in %s; logs in %s/logs. Fix the cause and run it again: finished steps are kept.\n' \
-		"$BASH_COMMAND" "$rc" "$line" "${FUNCNAME[1]:-main}" "$FARPASS_CACHE" >&2
+	local i where="line $line"
+	for ((i = 1; i < ${#FUNCNAME[@]} - 1; i++)); do
+		where+=" in ${FUNCNAME[i]}, called from line ${BASH_LINENO[i]}"
+	done
+	printf 'setup.sh: step %s: "%s" failed (status %d) at %s.\n' "${SETUP_STEP:-none}" "$BASH_COMMAND" "$rc" "$where" >&2
+	printf 'setup.sh: %s. Logs: %s/logs. Run it again once fixed: finished steps are kept.\n' \
+		"${STEP_HINT[${SETUP_STEP:-none}]:-see the output above}" "$FARPASS_CACHE" >&2
 }
 set -E
 trap 'on_error $LINENO' ERR
@@ -543,6 +560,7 @@ main() {
 	mkdir -p "$FARPASS_CACHE/logs"
 	local t0=$SECONDS
 	for s in "${steps[@]}"; do
+		SETUP_STEP=$s
 		timed "setup $s" "step_$s"
 	done
 	step "setup done in $((SECONDS - t0))s (rig.env: $FARPASS_RIG_ENV)"

@@ -7,7 +7,8 @@
 #   - the root has none of the set-up's packages installed (the test starts from an empty package set);
 #   - setup.sh reaches `apt-get install` with every one of its packages and the kernel's headers;
 #   - apt resolves that install on the fresh root (the simulated install succeeds);
-#   - setup.sh then stops only at its headers-version check, saying so (nothing was really installed).
+#   - setup.sh then stops only at its headers-version check, saying so (nothing was really installed);
+#   - when apt-get install fails, setup.sh names the step and the command that failed, and what to do.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/vm-images/env.sh"
@@ -49,7 +50,10 @@ cp /etc/resolv.conf "$m/etc/resolv.conf"
 cat >"$m/usr/local/sbin/apt-get" <<-'EOF'
 	#!/bin/sh
 	for a; do
-		if [ "$a" = install ]; then
+		if [ "$a" = install ] && [ -e /tmp/apt-install.fail ]; then
+			echo "E: the test's apt-get refuses to install"
+			exit 100
+		elif [ "$a" = install ]; then
 			printf '%s\n' "$*" >>/tmp/apt-install.args
 			/usr/bin/apt-get -s "$@" >/tmp/apt-install.out 2>&1
 			rc=$?
@@ -86,4 +90,15 @@ expect_eq "apt's simulated install on the fresh root (status)" "$(head -n 1 "$m/
 expect "setup.sh then stopped at the headers check, saying why" \
 	grep -q "^setup.sh: linux-headers-$kver is not installed" "$d/setup.log" || fails=$((fails + 1))
 expect_eq "setup.sh's status" "$rc" 1 || fails=$((fails + 1))
+
+touch "$m/tmp/apt-install.fail"
+chroot "$m" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root bash /src/vm-images/setup.sh apt >"$d/setup-fail.log" 2>&1 &&
+	rc=0 || rc=$?
+sed 's/^/  | /' "$d/setup-fail.log" | tail -n 4
+expect "a failed install: setup.sh names the step and the command" \
+	grep -q '^setup.sh: step apt: .* failed (status 100) at .* in apt_install, .* in step_apt, ' "$d/setup-fail.log" ||
+	fails=$((fails + 1))
+expect "... and says what to do" grep -q '^setup.sh: apt-get could not update or install' "$d/setup-fail.log" ||
+	fails=$((fails + 1))
+expect_eq "... and fails with apt-get's status" "$rc" 100 || fails=$((fails + 1))
 [ $fails -eq 0 ]
