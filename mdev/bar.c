@@ -6,6 +6,7 @@
  */
 #include <linux/io.h>
 #include <linux/mm.h>
+#include <linux/overflow.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -116,20 +117,85 @@ int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_
 	return ret;
 }
 
+/*
+ * Slot [win_offset, *end) of an announced BAR: inside the first @usable bytes of the link's BAR window
+ * (the rest is the interrupt mailbox's ack page). The offset comes from the peer: checked arithmetic.
+ */
+static bool fp_bar_slot_fits(const struct farpass_bar *b, u64 usable, u64 *end)
+{
+	return !check_add_overflow(b->win_offset, b->size, end) && *end <= usable;
+}
+
+static bool fp_bar_slots_overlap(const struct farpass_bar *a, const struct farpass_bar *b)
+{
+	return a->flags & FARPASS_BAR_MAPPED && b->flags & FARPASS_BAR_MAPPED &&
+	       a->win_offset < b->win_offset + b->size && b->win_offset < a->win_offset + a->size;
+}
+
+/*
+ * ANNOUNCE: every mapped BAR of @desc lies in @link's BAR window, clear of the ack page, of its other
+ * BARs and of every BAR of the link's other devices (so no mmap reaches another device or the
+ * mailbox). Slots already accepted passed this check, so the overlap sums cannot wrap.
+ */
+int fp_bar_slots_check(struct fp_link *link, const struct farpass_announce *desc)
+{
+	u64 usable = fp_xwin_usable(link, FARPASS_MW_BAR);
+	const struct fp_rdev *rdev;
+	int i, j;
+	u64 end;
+
+	lockdep_assert_held(&fp_lock);
+	for (i = 0; i < FARPASS_NUM_BARS; i++) {
+		const struct farpass_bar *b = &desc->bars[i];
+
+		if (!(b->flags & FARPASS_BAR_MAPPED))
+			continue;
+		if (!usable)
+			return -EOPNOTSUPP;
+		if (!fp_bar_slot_fits(b, usable, &end))
+			return -ERANGE;
+		for (j = 0; j < i; j++)
+			if (fp_bar_slots_overlap(b, &desc->bars[j]))
+				return -EADDRINUSE;
+		list_for_each_entry(rdev, &fp_devices, node)
+			for (j = 0; rdev->link == link && j < FARPASS_NUM_BARS; j++)
+				if (fp_bar_slots_overlap(b, &rdev->desc.bars[j]))
+					return -EADDRINUSE;
+	}
+	return 0;
+}
+
+/*
+ * The physical address of BAR @b's slot in our outbound BAR window. Checked again against the window
+ * itself (our outbound window's size, as the peer's inbound one: xwin.h), never trusting the sum.
+ */
+static int fp_bar_slot_phys(struct fp_link *link, const struct farpass_bar *b, phys_addr_t *phys)
+{
+	phys_addr_t base;
+	u64 size, end;
+	int ret;
+
+	ret = fp_xwin_peer(link, FARPASS_MW_BAR, &base, &size);
+	if (ret)
+		return ret;
+	size &= PAGE_MASK;
+	if (size <= FP_XWIN_BAR_TAIL || !fp_bar_slot_fits(b, size - FP_XWIN_BAR_TAIL, &end))
+		return -ERANGE;
+	*phys = base + b->win_offset;
+	return 0;
+}
+
 /* The outbound window's view of BAR @index, for trapped accesses: ioremapped once per open. */
 static void __iomem *fp_bar_io(struct fp_mdev *fm, u32 index, const struct farpass_bar *b)
 {
-	phys_addr_t base;
-	u64 size;
+	phys_addr_t phys;
 	int ret;
 
 	mutex_lock(&fm->bar_lock);
 	if (!fm->bar_io[index]) {
-		ret = fp_xwin_peer(fm->rdev->link, FARPASS_MW_BAR, &base, &size);
-		if (!ret && b->win_offset + b->size > size)
-			ret = -ERANGE;
+		ret = fp_bar_slot_phys(fm->rdev->link, b, &phys);
 		if (!ret)
-			fm->bar_io[index] = ioremap(base + b->win_offset, b->size);
+			fm->bar_io[index] = ioremap(phys, b->size);
 		if (ret)
 			dev_warn_ratelimited(fm->vdev.dev, "farpass: BAR%u of device %u: %pe\n", index,
 					     fm->rdev->desc.device_id, ERR_PTR(ret));
@@ -229,8 +295,7 @@ int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 	u64 len = vma->vm_end - vma->vm_start;
 	const struct farpass_bar *b;
 	struct fp_span sp[2];
-	phys_addr_t base;
-	u64 size;
+	phys_addr_t phys;
 	int ret;
 
 	b = index <= VFIO_PCI_BAR5_REGION_INDEX ? fp_bar_mapped(fm, index) : NULL;
@@ -238,14 +303,12 @@ int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (fp_spans_hit(sp, fp_bar_traps(fm, index, b->size, sp), off, off + len))
 		return -EINVAL;
-	ret = fp_xwin_peer(fm->rdev->link, FARPASS_MW_BAR, &base, &size);
+	ret = fp_bar_slot_phys(fm->rdev->link, b, &phys);
 	if (ret)
 		return ret;
-	if (b->win_offset + b->size > size)
-		return -ERANGE;
 	vma->vm_page_prot = b->flags & FARPASS_BAR_PREFETCH ? pgprot_writecombine(vma->vm_page_prot) :
 			    pgprot_noncached(vma->vm_page_prot);
 	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
-	return io_remap_pfn_range(vma, vma->vm_start, (base + b->win_offset + off) >> PAGE_SHIFT, len,
+	return io_remap_pfn_range(vma, vma->vm_start, (phys + off) >> PAGE_SHIFT, len,
 				  vma->vm_page_prot);
 }

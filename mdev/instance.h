@@ -74,6 +74,8 @@ static inline struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
 void fp_cfg_ready(struct fp_mdev *fm);
 
 /* bar.c: the BAR regions. */
+/* ANNOUNCE (fp_lock): @desc's BAR slots in @link's BAR window, apart from every other slot there. */
+int fp_bar_slots_check(struct fp_link *link, const struct farpass_announce *desc);
 const struct farpass_bar *fp_bar_mapped(struct fp_mdev *fm, u32 index);
 int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_cap *caps);
 ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off, bool write);

@@ -206,6 +206,9 @@ int fp_device_announce(const struct farpass_announce *desc, u32 *flags)
 		ret = -ENOSPC;
 		goto out_unlock;
 	}
+	ret = fp_bar_slots_check(link, desc);
+	if (ret)
+		goto out_unlock;
 	rdev = kzalloc(sizeof(*rdev), GFP_KERNEL);
 	if (!rdev) {
 		ret = -ENOMEM;
