@@ -34,20 +34,22 @@ struct fp_span {
 };
 
 /*
- * The pages of BAR @index that are trapped, not mmapped: those of the MSI-X table and PBA (QEMU
- * emulates them for the guest), from the virtual MSI-X capability. Ascending, merged; returns how many.
+ * The bytes of BAR @index that are the MSI-X table and the PBA, from the virtual MSI-X capability
+ * (QEMU emulates them for the guest; the device's own are the lender's vfio-pci's): how many spans,
+ * clipped to the BAR, or -EIO if the capability scan failed before finding MSI-X (where they are is
+ * then unknown, so no part of the BAR is mmapped or written).
  */
-static int fp_bar_traps(struct fp_mdev *fm, u32 index, u64 bar_size, struct fp_span sp[2])
+static int fp_bar_msix(struct fp_mdev *fm, u32 index, u64 bar_size, struct fp_span sp[2])
 {
 	const struct fp_vcfg *c = &fm->vcfg;
 	__le32 reg[2];
 	__le16 ctrl;
 	u32 entries, i, n = 0;
-	u64 len;
+	u64 start, len;
 
 	fp_cfg_ready(fm);
 	if (!c->msix)		/* fixed by the scan */
-		return 0;
+		return fm->scan_err ? -EIO : 0;
 	spin_lock(&fm->state_lock);
 	fp_vcfg_read(c, c->msix + PCI_MSIX_FLAGS, 2, (u8 *)&ctrl);
 	fp_vcfg_read(c, c->msix + PCI_MSIX_TABLE, 8, (u8 *)reg);
@@ -56,12 +58,28 @@ static int fp_bar_traps(struct fp_mdev *fm, u32 index, u64 bar_size, struct fp_s
 	for (i = 0; i < 2; i++) {
 		u32 v = le32_to_cpu(reg[i]);
 
-		if ((v & PCI_MSIX_TABLE_BIR) != index || (v & PCI_MSIX_TABLE_OFFSET) >= bar_size)
+		start = v & PCI_MSIX_TABLE_OFFSET;
+		if ((v & PCI_MSIX_TABLE_BIR) != index || start >= bar_size)
 			continue;	/* elsewhere, or outside the BAR (QEMU traps nothing there) */
 		len = i ? DIV_ROUND_UP(entries, 64) * 8 : entries * PCI_MSIX_ENTRY_SIZE;
-		sp[n].start = round_down(v & PCI_MSIX_TABLE_OFFSET, PAGE_SIZE);
-		sp[n].end = min(round_up((u64)(v & PCI_MSIX_TABLE_OFFSET) + len, PAGE_SIZE), bar_size);
+		sp[n].start = start;
+		sp[n].end = min(start + len, bar_size);
 		n++;
+	}
+	return n;
+}
+
+/*
+ * The pages of BAR @index that are trapped, not mmapped: those of the MSI-X table and PBA.
+ * Ascending, merged; returns how many, or fp_bar_msix()'s error.
+ */
+static int fp_bar_traps(struct fp_mdev *fm, u32 index, u64 bar_size, struct fp_span sp[2])
+{
+	int i, n = fp_bar_msix(fm, index, bar_size, sp);
+
+	for (i = 0; i < n; i++) {
+		sp[i].start = round_down(sp[i].start, PAGE_SIZE);
+		sp[i].end = min(round_up(sp[i].end, PAGE_SIZE), bar_size);
 	}
 	if (n == 2 && sp[1].start < sp[0].start)
 		swap(sp[0], sp[1]);
@@ -92,8 +110,8 @@ int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_
 	size_t len;
 
 	n = fp_bar_traps(fm, index, size, sp);
-	if (!n)
-		return 0;	/* no sparse cap: the whole BAR is mmappable */
+	if (n <= 0)
+		return 0;	/* no sparse cap: all mmappable, or (n < 0) nothing, refused at mmap */
 	len = struct_size(sparse, areas, n + 1);
 	sparse = kzalloc(len, GFP_KERNEL);
 	if (!sparse)
@@ -237,27 +255,35 @@ static void fp_mmio(void __iomem *p, u64 *val, u32 size, bool write)
 /*
  * A trapped access to a BAR region (QEMU's to the MSI-X table/PBA pages, or anything it did not
  * mmap): split into the largest naturally aligned pieces, each one MMIO access through the window.
+ * Writes to the MSI-X table and PBA themselves are dropped: QEMU emulates them, and the device's
+ * vectors are the lender's to program.
  */
 ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off,
-			 bool write)
+		  bool write)
 {
 	const struct farpass_bar *b = fp_bar_mapped(fm, index);
-	struct fp_span sp[2];
+	struct fp_span msix[2], pages[2];
+	int nmsix, npages;
 	void __iomem *io;
 	size_t done, size;
 	u64 val;
 
 	if (!b || off >= b->size)
 		return -EINVAL;
+	nmsix = fp_bar_msix(fm, index, b->size, msix);
+	npages = fp_bar_traps(fm, index, b->size, pages);
+	if (nmsix < 0 || npages < 0)
+		return -EIO;
 	count = min_t(u64, count, b->size - off);
-	fp_count(fp_spans_hit(sp, fp_bar_traps(fm, index, b->size, sp), off, off + count) ?
-		 FP_C_BAR_TRAPPED_MSIX : FP_C_BAR_TRAPPED, 1);
+	fp_count(fp_spans_hit(pages, npages, off, off + count) ? FP_C_BAR_TRAPPED_MSIX : FP_C_BAR_TRAPPED, 1);
 	io = fp_bar_io(fm, index, b);
 	if (!io)
 		return -EIO;
 	for (done = 0; done < count; done += size) {
 		for (size = 8; size > 1 && ((off + done) % size || count - done < size); size /= 2)
 			;
+		if (write && fp_spans_hit(msix, nmsix, off + done, off + done + size))
+			continue;
 		val = 0;
 		if (write && copy_from_user(&val, ubuf + done, size))
 			return done ? done : -EFAULT;
@@ -296,12 +322,15 @@ int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 	const struct farpass_bar *b;
 	struct fp_span sp[2];
 	phys_addr_t phys;
-	int ret;
+	int n, ret;
 
 	b = index <= VFIO_PCI_BAR5_REGION_INDEX ? fp_bar_mapped(fm, index) : NULL;
 	if (!b || !(vma->vm_flags & VM_SHARED) || off >= b->size || len > b->size - off)
 		return -EINVAL;
-	if (fp_spans_hit(sp, fp_bar_traps(fm, index, b->size, sp), off, off + len))
+	n = fp_bar_traps(fm, index, b->size, sp);
+	if (n < 0)
+		return n;
+	if (fp_spans_hit(sp, n, off, off + len))
 		return -EINVAL;
 	ret = fp_bar_slot_phys(fm->rdev->link, b, &phys);
 	if (ret)

@@ -44,6 +44,7 @@ struct fp_mdev {
 	struct mutex bm_lock;
 	spinlock_t state_lock;
 	bool scanned;			/* vcfg built (acquire/release) */
+	int scan_err;			/* the capability scan's error; written before scanned */
 	bool dead;			/* surprise-removed: the agent did not answer; until next open */
 	bool borrowed;			/* BORROW succeeded, no RETURN yet; bm_lock (WRITE_ONCE) */
 	struct eventfd_ctx *err_trigger;	/* VFIO_PCI_ERR_IRQ_INDEX */

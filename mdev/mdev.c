@@ -362,6 +362,7 @@ void fp_cfg_ready(struct fp_mdev *fm)
 	if (!fm->scanned) {
 		fp_vcfg_init(&fm->vcfg, fm->rdev->desc.bars);
 		ret = fp_vcfg_scan_caps(&fm->vcfg, fp_scan_read, fm);
+		fm->scan_err = ret;
 		if (ret)
 			dev_warn_ratelimited(fm->vdev.dev, "farpass: capability scan of device %u: %pe\n",
 					     fm->rdev->desc.device_id, ERR_PTR(ret < -1 ? ret : -EINVAL));

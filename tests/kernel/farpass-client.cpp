@@ -11,10 +11,15 @@
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
 //   farpass-client upcall-get [--nonblock] [--wait-ms N]  (one UPCALL_GET, no reply)
 //   farpass-client upcall-reply --seq N [--error E] [--flags N]
-//   farpass-client agent [--log FILE] [--delay-ms N]      (serve upcalls until killed: poll(2), then
+//   farpass-client agent [--log FILE] [--delay-ms N] [--msix-table X]  (serve upcalls until killed: poll(2), then
 //                  UPCALL_GET non-blocking; CFG_READ/WRITE on a fake lender's config space, an NVMe-like
 //                  device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per request;
-//                  --delay-ms: answer that late)
+//                  --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
+//                  0x2000 (BAR0 at 0x2000))
+//   farpass-client vfio-bar UUID [--offset X] [--write V] [--len N] [--mmap]  (BAR0's region as QEMU's
+//                  trapped accesses: a 4-byte pwrite of V at X if asked, then a pread of N bytes (default 4)
+//                  at X: "wrote=ok|ENAME read=BYTES|ENAME value=FIRST-WORD"; --mmap: then mmap of BAR0's
+//                  first page: "mmap=ok|ENAME")
 //   farpass-client vfio-info UUID [--hold S]              (VFIO group/container/device, GET_INFO;
 //                                                          keep it open S seconds)
 //   farpass-client vfio-cfg UUID                          (as QEMU: config region info, vendor/device,
@@ -425,6 +430,8 @@ int run_agent(const Args &a, int fd)
 	if (!log)
 		return finish(a, errno, "log");
 	FakeDevice devcfg(static_cast<uint16_t>(a.num("vendor", 0x1b36)), static_cast<uint16_t>(a.num("device", 0x0010)));
+	if (a.has("msix-table"))
+		devcfg.put(0x64, static_cast<uint32_t>(a.num("msix-table", 0)), 4);
 	unsigned delay_ms = static_cast<unsigned>(a.num("delay-ms", 0));
 	std::fprintf(log, "ready pid=%d\n", getpid());
 	std::fflush(log);
@@ -991,6 +998,43 @@ std::string bar0_info(int dev, vfio_region_info &info)
 	return f + " sparse=" + (sparse.empty() ? "none" : sparse);
 }
 
+// Trapped accesses to BAR0 through the region (as QEMU's to the MSI-X pages), and its mmap.
+int run_vfio_bar(const Args &a)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	vfio_region_info bar{};
+	bar.argsz = sizeof(bar);
+	bar.index = VFIO_PCI_BAR0_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &bar))
+		return finish(a, errno, "GET_REGION_INFO");
+	const uint64_t off = a.num("offset", 0);
+	std::string detail;
+	if (a.has("write")) {
+		uint32_t w = static_cast<uint32_t>(a.num("write", 0));
+		ssize_t n = pwrite(v.dev, &w, 4, static_cast<off_t>(bar.offset + off));
+		detail += std::string("wrote=") + (n == 4 ? "ok" : n < 0 ? ename(errno) : "short") + " ";
+	}
+	std::vector<uint8_t> buf(a.num("len", 4));
+	ssize_t n = pread(v.dev, buf.data(), buf.size(), static_cast<off_t>(bar.offset + off));
+	uint32_t word = 0;
+	std::memcpy(&word, buf.data(), std::min<size_t>(4, buf.size()));
+	char d[96];
+	std::snprintf(d, sizeof(d), "read=%s value=%#x", n < 0 ? ename(errno) : std::to_string(n).c_str(), word);
+	detail += d;
+	if (a.has("mmap")) {
+		void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+		detail += std::string(" mmap=") + (m == MAP_FAILED ? ename(errno) : "ok");
+		if (m != MAP_FAILED)
+			munmap(m, 4096);
+	}
+	return finish(a, 0, detail);
+}
+
 int run_vfio_irq(const Args &a)
 {
 	if (a.positional.empty())
@@ -1504,6 +1548,8 @@ int run(const Args &a)
 		return run_vfio_info(a);
 	if (a.action == "vfio-irq")
 		return run_vfio_irq(a);
+	if (a.action == "vfio-bar")
+		return run_vfio_bar(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
 		return run_vfio_cfg(a, a.action == "vfio-dead");
 	if (a.action == "nvme-identify")
@@ -1634,7 +1680,7 @@ int main(int argc, char **argv)
 			std::string key(s.substr(2));
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
 			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
-			    key == "reset" || key == "no-mmap")
+			    key == "reset" || key == "no-mmap" || key == "mmap")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];

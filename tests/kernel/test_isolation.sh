@@ -5,6 +5,13 @@
 #      (ERANGE), a slot on the window's last page (the mailbox's ack area: ERANGE; the page before it is
 #      accepted), one past the window (ERANGE); a slot overlapping another announced device's
 #      (EADDRINUSE); a withdrawn device's slot can be announced again.
+# Then the lender exposes QEMU's edu BAR0 (1 MiB) at slot 1 MiB of the BAR window (BAR_MAP), and the
+# borrower announces a device there whose fake config space (the agent's) puts the MSI-X table (64
+# vectors) at BAR0 + 0x80, on edu's DMA source register, the PBA at BAR0 + 0x3000:
+#  (6) with no agent the capability scan fails: BAR0 can be neither read through the region nor
+#      mmapped (EIO), instead of exposing the device's MSI-X table; with the agent, a trapped write to
+#      the MSI-X table is dropped (edu's register reads back 0), one beside it in the same page reaches
+#      the device (edu's liveness register inverts it);
 # Last: no warning or oops on either host.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -12,6 +19,8 @@ set -euo pipefail
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
 
+EDU_ADDR=0000:00:06.0
+export RIG_LENDER_EXTRA="-device edu,addr=0x6"
 rig_up --borrowers 1
 B=borrower1
 NTB=$(ntb_pci $B)
@@ -36,6 +45,24 @@ expect "another device's BAR inside that slot: EADDRINUSE" ann --id 2 --bar0 0x4
 expect "withdraw the first" fp_client $B withdraw --id 1
 expect "... then its slot is free" ann --id 2 --bar0 0x4000 --bar0-win 0x1fc000
 expect "withdraw it" fp_client $B withdraw --id 2
+
+echo "# (6) the MSI-X table and PBA"
+SLOT=0x100000
+T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
+U=8f7c3ab0-5c6e-4e41-9d3e-0000000000e8
+D=/tmp/isolation
+fp_bind_vfio lender $EDU_ADDR
+expect "lender: BAR_MAP edu's BAR0 at $SLOT" fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 --offset $SLOT --size 0x100000
+expect "announce device 8 with BAR0 at $SLOT" ann --id 8 --bar0 0x100000 --bar0-win $SLOT
+rig_run $B -- "echo $U > $T/create; rm -rf $D; mkdir -p $D"
+expect_eq "no agent: the scan fails, BAR0 neither read nor mmapped" \
+	"$(fp_client $B vfio-bar $U --mmap)" "ok read=EIO value=0 mmap=EIO"
+rig_run $B -- "$FP_CLIENT agent --log $D/agent --msix-table 0x80 </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
+expect "agent up" ntb_wait $B 10 "grep -q ready $D/agent"
+expect_eq "with the agent: a write to the MSI-X table (edu's DMA source register) is dropped" \
+	"$(fp_client $B vfio-bar $U --offset 0x80 --write 0x12345678)" "ok wrote=ok read=4 value=0"
+expect_eq "a write beside it in the same page reaches edu (its liveness register inverts it)" \
+	"$(fp_client $B vfio-bar $U --offset 4 --write 0x12345678)" "ok wrote=ok read=4 value=0xedcba987"
 
 echo "# the end"
 expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
