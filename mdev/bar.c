@@ -8,6 +8,7 @@
 #include <linux/mm.h>
 #include <linux/overflow.h>
 #include <linux/pci.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vfio.h>
@@ -16,6 +17,9 @@
 #include "instance.h"
 #include "link.h"
 #include "xwin.h"
+
+/* Bytes of one trapped access call: a page, as QEMU's own accesses are at most 8. */
+#define FP_BAR_RW_MAX	PAGE_SIZE
 
 /* A memory BAR the lender placed in the link's BAR window (not the upper half of a 64-bit one). */
 const struct farpass_bar *fp_bar_mapped(struct fp_mdev *fm, u32 index)
@@ -256,7 +260,8 @@ static void fp_mmio(void __iomem *p, u64 *val, u32 size, bool write)
  * A trapped access to a BAR region (QEMU's to the MSI-X table/PBA pages, or anything it did not
  * mmap): split into the largest naturally aligned pieces, each one MMIO access through the window.
  * Writes to the MSI-X table and PBA themselves are dropped: QEMU emulates them, and the device's
- * vectors are the lender's to program.
+ * vectors are the lender's to program. At most FP_BAR_RW_MAX bytes per call (a short count, as
+ * read(2) allows): each piece may wait for a completion across the link.
  */
 ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off,
 		  bool write)
@@ -274,7 +279,7 @@ ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count
 	npages = fp_bar_traps(fm, index, b->size, pages);
 	if (nmsix < 0 || npages < 0)
 		return -EIO;
-	count = min_t(u64, count, b->size - off);
+	count = min_t(u64, min_t(u64, count, b->size - off), FP_BAR_RW_MAX);
 	fp_count(fp_spans_hit(pages, npages, off, off + count) ? FP_C_BAR_TRAPPED_MSIX : FP_C_BAR_TRAPPED, 1);
 	io = fp_bar_io(fm, index, b);
 	if (!io)
@@ -282,6 +287,9 @@ ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count
 	for (done = 0; done < count; done += size) {
 		for (size = 8; size > 1 && ((off + done) % size || count - done < size); size /= 2)
 			;
+		if (fatal_signal_pending(current))
+			return done ? done : -EINTR;
+		cond_resched();
 		if (write && fp_spans_hit(msix, nmsix, off + done, off + done + size))
 			continue;
 		val = 0;

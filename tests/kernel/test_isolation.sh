@@ -12,6 +12,7 @@
 #      mmapped (EIO), instead of exposing the device's MSI-X table; with the agent, a trapped write to
 #      the MSI-X table is dropped (edu's register reads back 0), one beside it in the same page reaches
 #      the device (edu's liveness register inverts it);
+#  (7) a trapped read of 16 KiB returns one page (4096 bytes), not all of it.
 # Last: no warning or oops on either host.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -63,6 +64,10 @@ expect_eq "with the agent: a write to the MSI-X table (edu's DMA source register
 	"$(fp_client $B vfio-bar $U --offset 0x80 --write 0x12345678)" "ok wrote=ok read=4 value=0"
 expect_eq "a write beside it in the same page reaches edu (its liveness register inverts it)" \
 	"$(fp_client $B vfio-bar $U --offset 4 --write 0x12345678)" "ok wrote=ok read=4 value=0xedcba987"
+
+echo "# (7) the trapped access loop"
+expect_eq "a 16 KiB read through the region returns one page" \
+	"$(fp_client $B vfio-bar $U --offset 0x4000 --len 16384 | sed 's/ value=.*//')" "ok read=4096"
 
 echo "# the end"
 expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
