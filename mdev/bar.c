@@ -3,10 +3,17 @@
  * bar.c - an instance's BAR regions: region info (sparse mmap areas), mmap of the lender's BAR slot
  * through our outbound window FARPASS_MW_BAR, and the trapped accesses (the MSI-X table/PBA pages, or
  * anything the VFIO user did not mmap) through an ioremap of the same window.
+ *
+ * The mmaps follow the lease: a page is mapped at its first access (fault), to the slot while the
+ * device is borrowed and to the instance's idle page otherwise; the lease's start and end revoke
+ * every page (unmap_mapping_range), so a mapping made under one lease never outlives it.
  */
+#include <linux/fs.h>
 #include <linux/io.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/overflow.h>
+#include <linux/pseudo_fs.h>
 #include <linux/pci.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -302,7 +309,62 @@ ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count
 	return count;
 }
 
-void fp_bar_unmap_all(struct fp_mdev *fm)
+/*
+ * Linux 6.1's VFIO device files all share one anonymous inode, so unmap_mapping_range() on their
+ * mapping would zap every VFIO device's mmaps. Each open instance gets an inode of its own on this
+ * pseudo filesystem (as later kernels give each vfio_device), and its device files' mmaps are put in
+ * that inode's address space.
+ */
+#define FP_FS_MAGIC	0x66707373	/* "fpss" */
+
+static int fp_fs_init_fs_context(struct fs_context *fc)
+{
+	return init_pseudo(fc, FP_FS_MAGIC) ? 0 : -ENOMEM;
+}
+
+static struct file_system_type fp_fs_type = {
+	.name = "farpass",
+	.owner = THIS_MODULE,
+	.init_fs_context = fp_fs_init_fs_context,
+	.kill_sb = kill_anon_super,
+};
+
+static struct vfsmount *fp_fs_mnt;
+static int fp_fs_count;
+
+int fp_bar_open(struct fp_mdev *fm)
+{
+	struct inode *inode;
+	int ret;
+
+	ret = simple_pin_fs(&fp_fs_type, &fp_fs_mnt, &fp_fs_count);
+	if (ret)
+		return ret;
+	inode = alloc_anon_inode(fp_fs_mnt->mnt_sb);
+	if (IS_ERR(inode)) {
+		ret = PTR_ERR(inode);
+		goto err_release_fs;
+	}
+	fm->bar_idle = alloc_page(GFP_KERNEL_ACCOUNT);
+	if (!fm->bar_idle) {
+		ret = -ENOMEM;
+		goto err_put_inode;
+	}
+	/* An unreachable device's registers read all-ones. */
+	memset(page_address(fm->bar_idle), 0xff, PAGE_SIZE);
+	fm->bar_inode = inode;
+	fm->bar_leased = false;
+	return 0;
+
+err_put_inode:
+	iput(inode);
+err_release_fs:
+	simple_release_fs(&fp_fs_mnt, &fp_fs_count);
+	return ret;
+}
+
+/* Close: no mmap is left (each holds the device file), the trapped accesses' ioremaps go. */
+void fp_bar_close(struct fp_mdev *fm)
 {
 	int i;
 
@@ -313,13 +375,57 @@ void fp_bar_unmap_all(struct fp_mdev *fm)
 		fm->bar_io[i] = NULL;
 	}
 	mutex_unlock(&fm->bar_lock);
+	__free_page(fm->bar_idle);
+	fm->bar_idle = NULL;
+	iput(fm->bar_inode);
+	fm->bar_inode = NULL;
+	simple_release_fs(&fp_fs_mnt, &fp_fs_count);
 }
 
 /*
+ * The lease starts or ends (under bm_lock): every mmapped BAR page is unmapped, so the next access
+ * faults and finds the new state. At RETURN this comes before the RETURN upcall: the lender takes
+ * the slot back only once no mapping of this lease can reach it.
+ */
+void fp_bar_lease(struct fp_mdev *fm, bool leased)
+{
+	lockdep_assert_held(&fm->bm_lock);
+	mutex_lock(&fm->bar_lock);
+	fm->bar_leased = leased;
+	mutex_unlock(&fm->bar_lock);
+	unmap_mapping_range(fm->bar_inode->i_mapping, FP_OFFSET(VFIO_PCI_BAR0_REGION_INDEX),
+			    FP_OFFSET(VFIO_PCI_BAR5_REGION_INDEX + 1) - FP_OFFSET(VFIO_PCI_BAR0_REGION_INDEX),
+			    1);
+}
+
+/* A page of a BAR mmap: the slot while leased, else the idle page (reads all-ones, no link crossed). */
+static vm_fault_t fp_bar_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct fp_mdev *fm = vma->vm_private_data;
+	u32 index = vmf->pgoff >> (FP_OFFSET_SHIFT - PAGE_SHIFT);
+	u64 off = ((u64)vmf->pgoff << PAGE_SHIFT) & FP_OFFSET_MASK;
+	const struct farpass_bar *b = fp_bar_mapped(fm, index);
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+	phys_addr_t phys;
+
+	mutex_lock(&fm->bar_lock);
+	if (!fm->bar_leased)
+		ret = vmf_insert_pfn(vma, vmf->address, page_to_pfn(fm->bar_idle));
+	else if (b && !fp_bar_slot_phys(fm->rdev->link, b, &phys))
+		ret = vmf_insert_pfn(vma, vmf->address, (phys + off) >> PAGE_SHIFT);
+	mutex_unlock(&fm->bar_lock);
+	return ret;
+}
+
+static const struct vm_operations_struct fp_bar_vm_ops = {
+	.fault = fp_bar_fault,
+};
+
+/*
  * mmap of a BAR region: our outbound window FARPASS_MW_BAR at the BAR's slot, so the guest's accesses
- * reach the device with no trap. Refused outside the BAR and on the MSI-X table/PBA pages (trapped).
- * Before the borrow (and after the return) the lender's IOMMU has no mapping behind the slot: reads
- * see all-ones, writes are dropped.
+ * reach the device with no trap, while the device is borrowed (fp_bar_fault). Refused outside the
+ * BAR, on the MSI-X table/PBA pages (trapped) and where the slot is not in the window.
  */
 int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 {
@@ -343,9 +449,12 @@ int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 	ret = fp_bar_slot_phys(fm->rdev->link, b, &phys);
 	if (ret)
 		return ret;
+	/* The vma joins this instance's address space (fp_bar_open), before mmap links it. */
+	vma->vm_file->f_mapping = fm->bar_inode->i_mapping;
 	vma->vm_page_prot = b->flags & FARPASS_BAR_PREFETCH ? pgprot_writecombine(vma->vm_page_prot) :
 			    pgprot_noncached(vma->vm_page_prot);
 	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
-	return io_remap_pfn_range(vma, vma->vm_start, (phys + off) >> PAGE_SHIFT, len,
-				  vma->vm_page_prot);
+	vma->vm_private_data = fm;
+	vma->vm_ops = &fp_bar_vm_ops;
+	return 0;
 }

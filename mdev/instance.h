@@ -16,6 +16,8 @@
 
 struct eventfd_ctx;
 struct fp_dmawin;
+struct inode;
+struct page;
 struct vm_area_struct;
 
 /*
@@ -62,8 +64,11 @@ struct fp_mdev {
 	u32 irq_count;			/* vectors enabled; as irq_index */
 	struct eventfd_ctx **irq_trig;	/* irq_count triggers, NULL = none; as irq_index */
 
-	struct mutex bar_lock;		/* bar_io */
+	struct mutex bar_lock;		/* bar_io, bar_leased; under bm_lock, and mmap_lock (faults) */
 	void __iomem *bar_io[FARPASS_NUM_BARS];	/* trapped BAR accesses; bar_lock, unmapped at close */
+	bool bar_leased;		/* bar_lock: BAR mmaps reach the slot (else the idle page) */
+	struct page *bar_idle;		/* all-ones: what BAR mmaps see while not borrowed; open..close */
+	struct inode *bar_inode;	/* its address space holds the BAR mmaps; open..close */
 };
 
 static inline struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
@@ -81,7 +86,10 @@ const struct farpass_bar *fp_bar_mapped(struct fp_mdev *fm, u32 index);
 int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_cap *caps);
 ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off, bool write);
 int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma);
-/* Close: the trapped accesses' ioremaps go. */
-void fp_bar_unmap_all(struct fp_mdev *fm);
+/* Open/close of the instance: the BAR mmaps' address space and idle page, the trapped ioremaps. */
+int fp_bar_open(struct fp_mdev *fm);
+void fp_bar_close(struct fp_mdev *fm);
+/* Borrow state (bm_lock): revoke every BAR mmap page; later faults map the slot only if @leased. */
+void fp_bar_lease(struct fp_mdev *fm, bool leased);
 
 #endif /* FARPASS_INSTANCE_H */

@@ -514,13 +514,14 @@ static void fp_dma_destroy(struct fp_mdev *fm)
 }
 
 /*
- * Give the device back: RETURN first (the lender stops the device and unmaps its side), then the
- * interrupt bridge and our DMA window (unmapped, IOTLB flushed, then unpinned). A failed RETURN still
- * ends the borrow here: the lender resets what it takes back.
+ * Give the device back: the BAR mmaps revoked, then RETURN (the lender stops the device and unmaps
+ * its side), then the interrupt bridge and our DMA window (unmapped, IOTLB flushed, then unpinned).
+ * A failed RETURN still ends the borrow here: the lender resets what it takes back.
  */
 static void fp_return(struct fp_mdev *fm)
 {
 	lockdep_assert_held(&fm->bm_lock);
+	fp_bar_lease(fm, false);
 	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
 	fp_irq_detach(fm->rdev->link, fm->rdev->desc.irq_slot);
 	fp_dma_destroy(fm);
@@ -562,6 +563,7 @@ static int fp_borrow(struct fp_mdev *fm)
 	ret = fp_xwin_ready(link) ? fp_irq_attach(link, slot, fp_irq_deliver, fm) : 0;
 	if (ret)
 		goto out_return;
+	fp_bar_lease(fm, true);
 	spin_lock(&fm->state_lock);
 	WRITE_ONCE(fm->borrowed, true);
 	spin_unlock(&fm->state_lock);
@@ -671,7 +673,7 @@ static ssize_t fp_vfio_rw(struct vfio_device *vdev, char __user *ubuf, size_t co
 {
 	struct fp_mdev *fm = fp_mdev_of(vdev);
 	u64 pos = *ppos;
-	u32 off = pos & FP_OFFSET_MASK;
+	u64 off = pos & FP_OFFSET_MASK;
 	ssize_t ret;
 	u8 *buf;
 
@@ -744,6 +746,11 @@ static void fp_refill_work(struct work_struct *work)
 static int fp_vfio_open(struct vfio_device *vdev)
 {
 	struct fp_mdev *fm = fp_mdev_of(vdev);
+	int ret;
+
+	ret = fp_bar_open(fm);
+	if (ret)
+		return ret;
 
 	/* Lazy borrow: nothing is borrowed at open; bus-master enable does it. A fresh start. */
 	WRITE_ONCE(fm->dead, false);
@@ -766,7 +773,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	fp_cfg_pend_drop(fm);
 	mutex_unlock(&fm->bm_lock);
 	cancel_delayed_work_sync(&fm->refill);
-	fp_bar_unmap_all(fm);
+	fp_bar_close(fm);
 	spin_lock(&fm->state_lock);
 	err = fm->err_trigger;
 	req = fm->req_trigger;

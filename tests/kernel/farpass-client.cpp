@@ -16,10 +16,13 @@
 //                  device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per request;
 //                  --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
 //                  0x2000 (BAR0 at 0x2000))
-//   farpass-client vfio-bar UUID [--offset X] [--write V] [--len N] [--mmap]  (BAR0's region as QEMU's
-//                  trapped accesses: a 4-byte pwrite of V at X if asked, then a pread of N bytes (default 4)
-//                  at X: "wrote=ok|ENAME read=BYTES|ENAME value=FIRST-WORD"; --mmap: then mmap of BAR0's
-//                  first page: "mmap=ok|ENAME")
+//   farpass-client vfio-bar UUID [--offset X] [--write V] [--len N] [--mmap] [--lease] [--cfg-offset X]
+//                  (BAR0's region as QEMU's trapped accesses: a 4-byte pwrite of V at X if asked, then a
+//                  pread of N bytes (default 4) at X: "wrote=ok|ENAME read=BYTES|ENAME value=FIRST-WORD";
+//                  --mmap: then mmap of BAR0's first page: "mmap=ok|ENAME"; --lease: and its word 0 read
+//                  before bus master, with it on (BORROW) and after it is off (RETURN): "idle=
+//                  bm_on= leased= bm_off= returned="; --cfg-offset: a 4-byte pread of the config region
+//                  at X: "cfg_read=BYTES|ENAME")
 //   farpass-client vfio-info UUID [--hold S]              (VFIO group/container/device, GET_INFO;
 //                                                          keep it open S seconds)
 //   farpass-client vfio-cfg UUID                          (as QEMU: config region info, vendor/device,
@@ -46,8 +49,8 @@
 //                  window, then a read over the link so that the posted writes were executed)
 //   farpass-client vfio-irq UUID [--dir DIR] [--write1 X] [--trap0 1]  (BAR0 region info and sparse
 //                  areas; mmap of the MSI-X page, across it and past the BAR refused; the area before
-//                  it mmapped: word 0 read, word 1 written with X and read; a trapped read of the MSI-X
-//                  page (and with --trap0 of word 0); IRQ info; SET_IRQS MSI-X around a
+//                  it mmapped, and once borrowed: word 0 read, word 1 written with X and read; a trapped
+//                  read of the MSI-X page (and with --trap0 of word 0); IRQ info; SET_IRQS MSI-X around a
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
@@ -1026,11 +1029,43 @@ int run_vfio_bar(const Args &a)
 	char d[96];
 	std::snprintf(d, sizeof(d), "read=%s value=%#x", n < 0 ? ename(errno) : std::to_string(n).c_str(), word);
 	detail += d;
-	if (a.has("mmap")) {
+	if (a.has("mmap") || a.has("lease")) {
 		void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
 		detail += std::string(" mmap=") + (m == MAP_FAILED ? ename(errno) : "ok");
+		if (m != MAP_FAILED && a.has("lease")) {
+			// Word 0 of the mmap before the borrow, while borrowed, after the return.
+			volatile uint32_t *w = static_cast<volatile uint32_t *>(m);
+			vfio_region_info ci{};
+			ci.argsz = sizeof(ci);
+			ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
+			if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci))
+				return finish(a, errno, "GET_REGION_INFO config");
+			Cfg cfg{v.dev, ci.offset};
+			uint32_t cmd = 0;
+			char b[160];
+			uint32_t idle = w[0];
+			int on = cfg.read(4, 2, cmd);
+			if (!on)
+				on = cfg.write(4, 2, cmd | 0x6);
+			uint32_t leased = w[0];
+			int off = cfg.write(4, 2, cmd & ~0x4u);
+			uint32_t returned = w[0];
+			std::snprintf(b, sizeof(b), " idle=%#x bm_on=%s leased=%#x bm_off=%s returned=%#x", idle, ename(on),
+				      leased, ename(off), returned);
+			detail += b;
+		}
 		if (m != MAP_FAILED)
 			munmap(m, 4096);
+	}
+	if (a.has("cfg-offset")) {
+		// The config region at a large offset: past its 4 KiB, however the offset is cut.
+		vfio_region_info ci{};
+		ci.argsz = sizeof(ci);
+		ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
+		uint32_t val = 0;
+		ssize_t r = ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci) ? -1 :
+			    pread(v.dev, &val, 4, static_cast<off_t>(ci.offset + a.num("cfg-offset", 0)));
+		detail += std::string(" cfg_read=") + (r < 0 ? ename(errno) : std::to_string(r));
 	}
 	return finish(a, 0, detail);
 }
@@ -1058,25 +1093,9 @@ int run_vfio_irq(const Args &a)
 	int beyond_mmap = m == MAP_FAILED ? errno : 0;
 	if (m != MAP_FAILED)
 		munmap(m, 4096);
-	// The area before the MSI-X pages, mmapped: words 0 and 1 straight from the device (on the lender,
-	// through the NTB), word 1 after writing a value (edu's liveness register inverts it).
-	uint32_t mmio0 = 0, mmio1 = 0;
-	m = mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
-	int area_mmap = m == MAP_FAILED ? errno : 0;
-	if (m != MAP_FAILED) {
-		volatile uint32_t *w = static_cast<volatile uint32_t *>(m);
-		mmio0 = w[0];
-		if (a.has("write1")) {
-			w[1] = static_cast<uint32_t>(a.num("write1", 0));
-			mmio1 = w[1];
-		}
-		munmap(m, 0x2000);
-	}
-	// Trapped accesses: the MSI-X table page (QEMU's), and word 0 read through the region.
-	uint32_t word = 0, trapped0 = 0;
-	int trapped = pread(v.dev, &word, 4, static_cast<off_t>(bar.offset + 0x2000)) == 4 ? 0 : errno ? errno : EIO;
-	if (!trapped && a.has("trap0"))
-		trapped = pread(v.dev, &trapped0, 4, static_cast<off_t>(bar.offset)) == 4 ? 0 : errno ? errno : EIO;
+	// The area before the MSI-X pages, mmapped now, read once borrowed (below).
+	void *area = mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+	int area_mmap = area == MAP_FAILED ? errno : 0;
 
 	std::string counts;
 	for (uint32_t i = 0; i < VFIO_PCI_NUM_IRQS; i++) {
@@ -1100,6 +1119,23 @@ int run_vfio_irq(const Args &a)
 	int pre = set_irq_eventfds(v.dev, msix, {e0, e1});
 	uint32_t cmd = 0;
 	int bm_on = cfg.read(4, 2, cmd) ? EIO : cfg.write(4, 2, cmd | 0x6);
+	// Borrowed: words 0 and 1 of the mmapped area straight from the device (on the lender, through the
+	// NTB), word 1 after writing a value (edu's liveness register inverts it).
+	uint32_t mmio0 = 0, mmio1 = 0;
+	if (area != MAP_FAILED) {
+		volatile uint32_t *w = static_cast<volatile uint32_t *>(area);
+		mmio0 = w[0];
+		if (a.has("write1")) {
+			w[1] = static_cast<uint32_t>(a.num("write1", 0));
+			mmio1 = w[1];
+		}
+		munmap(area, 0x2000);
+	}
+	// Trapped accesses: the MSI-X table page (QEMU's), and word 0 read through the region.
+	uint32_t word = 0, trapped0 = 0;
+	int trapped = pread(v.dev, &word, 4, static_cast<off_t>(bar.offset + 0x2000)) == 4 ? 0 : errno ? errno : EIO;
+	if (!trapped && a.has("trap0"))
+		trapped = pread(v.dev, &trapped0, 4, static_cast<off_t>(bar.offset)) == 4 ? 0 : errno ? errno : EIO;
 	int msi_busy = set_irq_eventfds(v.dev, VFIO_PCI_MSI_IRQ_INDEX, {e0});
 	int mask = set_irqs(v.dev, msix, VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_MASK, 0, 1);
 	int off = set_irqs(v.dev, msix, none, 0, 0);
@@ -1680,7 +1716,7 @@ int main(int argc, char **argv)
 			std::string key(s.substr(2));
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
 			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
-			    key == "reset" || key == "no-mmap" || key == "mmap")
+			    key == "reset" || key == "no-mmap" || key == "mmap" || key == "lease")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];

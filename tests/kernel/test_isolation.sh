@@ -13,6 +13,10 @@
 #      the MSI-X table is dropped (edu's register reads back 0), one beside it in the same page reaches
 #      the device (edu's liveness register inverts it);
 #  (7) a trapped read of 16 KiB returns one page (4096 bytes), not all of it.
+#  (13) (the agent's MSI-X table back at BAR0 + 0x2000) BAR0's mmap follows the lease: before the borrow it reads all-ones (the instance's idle page,
+#      not the device, though the lender maps edu at the slot), while borrowed the same mapping reaches
+#      edu, after the return it reads all-ones again (revoked, not the device); the agent saw BORROW,
+#      RETURN; the config region at offset 4 GiB is EINVAL (not truncated to offset 0).
 # Last: no warning or oops on either host.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -68,6 +72,22 @@ expect_eq "a write beside it in the same page reaches edu (its liveness register
 echo "# (7) the trapped access loop"
 expect_eq "a 16 KiB read through the region returns one page" \
 	"$(fp_client $B vfio-bar $U --offset 0x4000 --len 16384 | sed 's/ value=.*//')" "ok read=4096"
+
+echo "# (13) BAR mmaps follow the lease"
+# The agent again with the MSI-X table at its default, BAR0 + 0x2000: page 0 (edu's registers) mmappable.
+rig_run $B -- "kill \$(cat $D/agent.pid)"
+rig_run $B -- "$FP_CLIENT agent --log $D/agent </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
+expect "agent up again" ntb_wait $B 10 "test \$(grep -c ready $D/agent) = 2"
+out=$(fp_client $B vfio-bar $U --lease --cfg-offset 0x100000000)
+echo "$out"
+expect_eq "mmapped before the borrow: all-ones (the idle page), not edu" "$(fp_field "$out" idle)" 0xffffffff
+expect_eq "bus master on (BORROW): the same mapping reaches edu" \
+	"$(fp_field "$out" bm_on)/$(fp_field "$out" leased)" ok/0x10000ed
+expect_eq "bus master off (RETURN): the same mapping no longer reaches edu" \
+	"$(fp_field "$out" bm_off)/$(fp_field "$out" returned)" ok/0xffffffff
+expect "the agent saw BORROW, then RETURN" \
+	rig_run $B -- "grep -oE '^(BORROW|RETURN) 8' $D/agent | tr '\n' ' ' | grep -qx 'BORROW 8 RETURN 8 '"
+expect_eq "the config region at offset 4 GiB: EINVAL" "$(fp_field "$out" cfg_read)" EINVAL
 
 echo "# the end"
 expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
