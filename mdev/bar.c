@@ -6,7 +6,9 @@
  *
  * The mmaps follow the lease: a page is mapped at its first access (fault), to the slot while the
  * device is borrowed and to the instance's idle page otherwise; the lease's start and end revoke
- * every page (unmap_mapping_range), so a mapping made under one lease never outlives it.
+ * every page (unmap_mapping_range), so a mapping made under one lease never outlives it. Trapped
+ * accesses while not borrowed are answered here too (all-ones, writes dropped): no access crosses
+ * the link unless this instance holds the lease.
  */
 #include <linux/fs.h>
 #include <linux/io.h>
@@ -214,13 +216,13 @@ static int fp_bar_slot_phys(struct fp_link *link, const struct farpass_bar *b, p
 	return 0;
 }
 
-/* The outbound window's view of BAR @index, for trapped accesses: ioremapped once per open. */
+/* The outbound window's view of BAR @index, for trapped accesses: ioremapped once per open (bar_lock). */
 static void __iomem *fp_bar_io(struct fp_mdev *fm, u32 index, const struct farpass_bar *b)
 {
 	phys_addr_t phys;
 	int ret;
 
-	mutex_lock(&fm->bar_lock);
+	lockdep_assert_held(&fm->bar_lock);
 	if (!fm->bar_io[index]) {
 		ret = fp_bar_slot_phys(fm->rdev->link, b, &phys);
 		if (!ret)
@@ -229,7 +231,6 @@ static void __iomem *fp_bar_io(struct fp_mdev *fm, u32 index, const struct farpa
 			dev_warn_ratelimited(fm->vdev.dev, "farpass: BAR%u of device %u: %pe\n", index,
 					     fm->rdev->desc.device_id, ERR_PTR(ret));
 	}
-	mutex_unlock(&fm->bar_lock);
 	return fm->bar_io[index];
 }
 
@@ -264,6 +265,33 @@ static void fp_mmio(void __iomem *p, u64 *val, u32 size, bool write)
 }
 
 /*
+ * One piece of a trapped access, under bar_lock (never held across a user copy: the user's buffer may
+ * be this BAR's own mmap, whose fault takes it). While not borrowed nothing crosses the link: reads
+ * are all-ones and writes dropped, as an unreachable device answers.
+ */
+static int fp_bar_piece(struct fp_mdev *fm, u32 index, const struct farpass_bar *b, u64 off, u64 *val,
+			u32 size, bool write)
+{
+	void __iomem *io;
+	int ret = 0;
+
+	mutex_lock(&fm->bar_lock);
+	if (!fm->bar_leased) {
+		*val = ~0ULL;
+		goto out_unlock;
+	}
+	io = fp_bar_io(fm, index, b);
+	if (!io) {
+		ret = -EIO;
+		goto out_unlock;
+	}
+	fp_mmio(io + off, val, size, write);
+out_unlock:
+	mutex_unlock(&fm->bar_lock);
+	return ret;
+}
+
+/*
  * A trapped access to a BAR region (QEMU's to the MSI-X table/PBA pages, or anything it did not
  * mmap): split into the largest naturally aligned pieces, each one MMIO access through the window.
  * Writes to the MSI-X table and PBA themselves are dropped: QEMU emulates them, and the device's
@@ -275,8 +303,7 @@ ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count
 {
 	const struct farpass_bar *b = fp_bar_mapped(fm, index);
 	struct fp_span msix[2], pages[2];
-	int nmsix, npages;
-	void __iomem *io;
+	int nmsix, npages, ret;
 	size_t done, size;
 	u64 val;
 
@@ -288,9 +315,6 @@ ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count
 		return -EIO;
 	count = min_t(u64, min_t(u64, count, b->size - off), FP_BAR_RW_MAX);
 	fp_count(fp_spans_hit(pages, npages, off, off + count) ? FP_C_BAR_TRAPPED_MSIX : FP_C_BAR_TRAPPED, 1);
-	io = fp_bar_io(fm, index, b);
-	if (!io)
-		return -EIO;
 	for (done = 0; done < count; done += size) {
 		for (size = 8; size > 1 && ((off + done) % size || count - done < size); size /= 2)
 			;
@@ -302,7 +326,9 @@ ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count
 		val = 0;
 		if (write && copy_from_user(&val, ubuf + done, size))
 			return done ? done : -EFAULT;
-		fp_mmio(io + off + done, &val, size, write);
+		ret = fp_bar_piece(fm, index, b, off + done, &val, size, write);
+		if (ret)
+			return done ? done : ret;
 		if (!write && copy_to_user(ubuf + done, &val, size))
 			return done ? done : -EFAULT;
 	}

@@ -16,10 +16,12 @@
 //                  device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per request;
 //                  --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
 //                  0x2000 (BAR0 at 0x2000))
-//   farpass-client vfio-bar UUID [--offset X] [--write V] [--len N] [--mmap] [--lease] [--cfg-offset X]
-//                  (BAR0's region as QEMU's trapped accesses: a 4-byte pwrite of V at X if asked, then a
+//   farpass-client vfio-bar UUID [--borrow] [--offset X] [--write V] [--len N] [--mmap] [--lease]
+//                  [--cfg-offset X]  (--borrow: bus master on first, off last: "bm_on= ... bm_off=";
+//                  BAR0's region as QEMU's trapped accesses: a 4-byte pwrite of V at X if asked, then a
 //                  pread of N bytes (default 4) at X: "wrote=ok|ENAME read=BYTES|ENAME value=FIRST-WORD";
-//                  --mmap: then mmap of BAR0's first page: "mmap=ok|ENAME"; --lease: and its word 0 read
+//                  --mmap: then mmap of BAR0's first page and its word 0: "mmap=ok|ENAME mmio0="; --lease:
+//                  instead its word 0 read
 //                  before bus master, with it on (BORROW) and after it is off (RETURN): "idle=
 //                  bm_on= leased= bm_off= returned="; --cfg-offset: a 4-byte pread of the config region
 //                  at X: "cfg_read=BYTES|ENAME")
@@ -1017,6 +1019,19 @@ int run_vfio_bar(const Args &a)
 		return finish(a, errno, "GET_REGION_INFO");
 	const uint64_t off = a.num("offset", 0);
 	std::string detail;
+	vfio_region_info ci{};
+	ci.argsz = sizeof(ci);
+	ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci))
+		return finish(a, errno, "GET_REGION_INFO config");
+	Cfg cfg{v.dev, ci.offset};
+	uint32_t cmd = 0;
+	if (a.has("borrow")) {
+		int on = cfg.read(4, 2, cmd);
+		if (!on)
+			on = cfg.write(4, 2, cmd | 0x6);
+		detail += std::string("bm_on=") + ename(on) + " ";
+	}
 	if (a.has("write")) {
 		uint32_t w = static_cast<uint32_t>(a.num("write", 0));
 		ssize_t n = pwrite(v.dev, &w, 4, static_cast<off_t>(bar.offset + off));
@@ -1032,16 +1047,14 @@ int run_vfio_bar(const Args &a)
 	if (a.has("mmap") || a.has("lease")) {
 		void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
 		detail += std::string(" mmap=") + (m == MAP_FAILED ? ename(errno) : "ok");
+		if (m != MAP_FAILED && !a.has("lease")) {
+			char b[32];
+			std::snprintf(b, sizeof(b), " mmio0=%#x", *static_cast<volatile uint32_t *>(m));
+			detail += b;
+		}
 		if (m != MAP_FAILED && a.has("lease")) {
 			// Word 0 of the mmap before the borrow, while borrowed, after the return.
 			volatile uint32_t *w = static_cast<volatile uint32_t *>(m);
-			vfio_region_info ci{};
-			ci.argsz = sizeof(ci);
-			ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
-			if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci))
-				return finish(a, errno, "GET_REGION_INFO config");
-			Cfg cfg{v.dev, ci.offset};
-			uint32_t cmd = 0;
 			char b[160];
 			uint32_t idle = w[0];
 			int on = cfg.read(4, 2, cmd);
@@ -1059,14 +1072,12 @@ int run_vfio_bar(const Args &a)
 	}
 	if (a.has("cfg-offset")) {
 		// The config region at a large offset: past its 4 KiB, however the offset is cut.
-		vfio_region_info ci{};
-		ci.argsz = sizeof(ci);
-		ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
 		uint32_t val = 0;
-		ssize_t r = ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci) ? -1 :
-			    pread(v.dev, &val, 4, static_cast<off_t>(ci.offset + a.num("cfg-offset", 0)));
+		ssize_t r = pread(v.dev, &val, 4, static_cast<off_t>(ci.offset + a.num("cfg-offset", 0)));
 		detail += std::string(" cfg_read=") + (r < 0 ? ename(errno) : std::to_string(r));
 	}
+	if (a.has("borrow"))
+		detail += std::string(" bm_off=") + ename(cfg.write(4, 2, cmd & ~0x4u));
 	return finish(a, 0, detail);
 }
 
@@ -1716,7 +1727,8 @@ int main(int argc, char **argv)
 			std::string key(s.substr(2));
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
 			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
-			    key == "reset" || key == "no-mmap" || key == "mmap" || key == "lease")
+			    key == "reset" || key == "no-mmap" || key == "mmap" || key == "lease" ||
+			    key == "borrow")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];

@@ -9,14 +9,17 @@
 # borrower announces a device there whose fake config space (the agent's) puts the MSI-X table (64
 # vectors) at BAR0 + 0x80, on edu's DMA source register, the PBA at BAR0 + 0x3000:
 #  (6) with no agent the capability scan fails: BAR0 can be neither read through the region nor
-#      mmapped (EIO), instead of exposing the device's MSI-X table; with the agent, a trapped write to
-#      the MSI-X table is dropped (edu's register reads back 0), one beside it in the same page reaches
-#      the device (edu's liveness register inverts it);
+#      mmapped (EIO), instead of exposing the device's MSI-X table; with the agent and borrowed, a
+#      trapped write to the MSI-X table is dropped (edu's register reads back 0), one beside it in the
+#      same page reaches the device (edu's liveness register inverts it);
 #  (7) a trapped read of 16 KiB returns one page (4096 bytes), not all of it.
 #  (13) (the agent's MSI-X table back at BAR0 + 0x2000) BAR0's mmap follows the lease: before the borrow it reads all-ones (the instance's idle page,
 #      not the device, though the lender maps edu at the slot), while borrowed the same mapping reaches
 #      edu, after the return it reads all-ones again (revoked, not the device); the agent saw BORROW,
 #      RETURN; the config region at offset 4 GiB is EINVAL (not truncated to offset 0).
+#  (14) not borrowed, nothing crosses the link: a trapped read of BAR0 word 0 is all-ones although the
+#      lender maps edu at the slot; with the slot unmapped on the lender (as between leases), a trapped
+#      read and a read of the mmap give all-ones and the lender logs no new DMAR fault.
 # Last: no warning or oops on either host.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -64,10 +67,12 @@ expect_eq "no agent: the scan fails, BAR0 neither read nor mmapped" \
 	"$(fp_client $B vfio-bar $U --mmap)" "ok read=EIO value=0 mmap=EIO"
 rig_run $B -- "$FP_CLIENT agent --log $D/agent --msix-table 0x80 </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
 expect "agent up" ntb_wait $B 10 "grep -q ready $D/agent"
-expect_eq "with the agent: a write to the MSI-X table (edu's DMA source register) is dropped" \
-	"$(fp_client $B vfio-bar $U --offset 0x80 --write 0x12345678)" "ok wrote=ok read=4 value=0"
+expect_eq "with the agent, borrowed: a write to the MSI-X table (edu's DMA source register) is dropped" \
+	"$(fp_client $B vfio-bar $U --borrow --offset 0x80 --write 0x12345678)" \
+	"ok bm_on=ok wrote=ok read=4 value=0 bm_off=ok"
 expect_eq "a write beside it in the same page reaches edu (its liveness register inverts it)" \
-	"$(fp_client $B vfio-bar $U --offset 4 --write 0x12345678)" "ok wrote=ok read=4 value=0xedcba987"
+	"$(fp_client $B vfio-bar $U --borrow --offset 4 --write 0x12345678)" \
+	"ok bm_on=ok wrote=ok read=4 value=0xedcba987 bm_off=ok"
 
 echo "# (7) the trapped access loop"
 expect_eq "a 16 KiB read through the region returns one page" \
@@ -86,8 +91,20 @@ expect_eq "bus master on (BORROW): the same mapping reaches edu" \
 expect_eq "bus master off (RETURN): the same mapping no longer reaches edu" \
 	"$(fp_field "$out" bm_off)/$(fp_field "$out" returned)" ok/0xffffffff
 expect "the agent saw BORROW, then RETURN" \
-	rig_run $B -- "grep -oE '^(BORROW|RETURN) 8' $D/agent | tr '\n' ' ' | grep -qx 'BORROW 8 RETURN 8 '"
+	rig_run $B -- "grep -oE '^(BORROW|RETURN) 8' $D/agent | tail -n2 | tr '\n' ' ' | grep -qx 'BORROW 8 RETURN 8 '"
 expect_eq "the config region at offset 4 GiB: EINVAL" "$(fp_field "$out" cfg_read)" EINVAL
+
+echo "# (14) unborrowed BAR accesses stay on the borrower"
+expect_eq "a trapped read of word 0 while not borrowed: all-ones, not edu's id" \
+	"$(fp_client $B vfio-bar $U --offset 0)" "ok read=4 value=0xffffffff"
+expect "lender: BAR_MAP unmap (the slot leads nowhere, as between leases)" \
+	fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 --offset $SLOT --size 0x100000 --unmap
+dmar() { rig_run lender -- "dmesg | grep -c 'DMAR.*fault' || true"; }
+faults=$(dmar)
+expect_eq "a trapped read and a read of the mmap, not borrowed: all-ones" \
+	"$(fp_client $B vfio-bar $U --offset 0x1c --mmap)" "ok read=4 value=0xffffffff mmap=ok mmio0=0xffffffff"
+sleep 2
+expect_eq "lender: no new DMAR fault (was $faults)" "$(dmar)" "$faults"
 
 echo "# the end"
 expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
