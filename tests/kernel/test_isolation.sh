@@ -13,10 +13,11 @@
 #      trapped write to the MSI-X table is dropped (edu's register reads back 0), one beside it in the
 #      same page reaches the device (edu's liveness register inverts it);
 #  (7) a trapped read of 16 KiB returns one page (4096 bytes), not all of it.
-#  (13) (the agent's MSI-X table back at BAR0 + 0x2000) BAR0's mmap follows the lease: before the borrow it reads all-ones (the instance's idle page,
-#      not the device, though the lender maps edu at the slot), while borrowed the same mapping reaches
-#      edu, after the return it reads all-ones again (revoked, not the device); the agent saw BORROW,
-#      RETURN; the config region at offset 4 GiB is EINVAL (not truncated to offset 0).
+#  (13) (the agent's MSI-X table back at BAR0 + 0x2000) BAR0's mmap follows the lease: before the
+#      borrow it reads all-ones (the instance's idle page, not the device, though the lender maps edu
+#      at the slot), while borrowed the same mapping reaches edu, after the return it reads all-ones
+#      again (revoked, not the device); the agent saw BORROW, RETURN; the config region at offset
+#      4 GiB is EINVAL (not truncated to offset 0).
 #  (14) not borrowed, nothing crosses the link: a trapped read of BAR0 word 0 is all-ones although the
 #      lender maps edu at the slot; with the slot unmapped on the lender (as between leases), a trapped
 #      read and a read of the mmap give all-ones and the lender logs no new DMAR fault.
