@@ -70,11 +70,13 @@ void fp_link_types_init(struct fp_link *link)
 	INIT_WORK(&link->rereg_work, fp_rereg_work);
 }
 
+/* Under fp_lock, or without it once the link is dying (fp_link_types_teardown()). */
 static void fp_link_unregister(struct fp_link *link)
 {
 	unsigned int i;
 
-	lockdep_assert_held(&fp_lock);
+	if (!link->dying)
+		lockdep_assert_held(&fp_lock);
 	if (link->parent_registered) {
 		mdev_unregister_parent(&link->parent);
 		link->parent_registered = false;
@@ -171,15 +173,23 @@ void fp_link_types_teardown(struct fp_link *link)
 {
 	struct fp_rdev *rdev, *tmp;
 
-	lockdep_assert_held(&fp_lock);
+	lockdep_assert_not_held(&fp_lock);
+	WARN_ON_ONCE(!link->dying);
 	spin_lock(&link->inst_lock);
 	link->rereg_busy = true;	/* no new instance */
 	link->rereg_pending = false;
 	spin_unlock(&link->inst_lock);
-	fp_link_unregister(link);	/* removes the instances */
+	/*
+	 * Removes the instances, waiting for their VFIO users to let go (however long a guest ignores
+	 * the request): without fp_lock, so the other links' ioctls go on. Nothing else touches a dying
+	 * link's parent (rereg_work and WITHDRAW check `dying`; ANNOUNCE no longer finds the link).
+	 */
+	fp_link_unregister(link);
+	mutex_lock(&fp_lock);
 	list_for_each_entry_safe(rdev, tmp, &fp_devices, node)
 		if (rdev->link == link)
 			fp_rdev_free(rdev);
+	mutex_unlock(&fp_lock);
 }
 
 int fp_device_announce(const struct farpass_announce *desc, u32 *flags)
@@ -258,8 +268,8 @@ int fp_device_withdraw(u32 device_id, u32 *flags)
 			break;
 		}
 	}
-	if (!found) {
-		ret = -ENOENT;
+	if (!found || rdev->link->dying) {
+		ret = -ENOENT;	/* a dying link's devices go with it */
 		goto out_unlock;
 	}
 	spin_lock(&rdev->link->inst_lock);

@@ -21,6 +21,9 @@
 #  (14) not borrowed, nothing crosses the link: a trapped read of BAR0 word 0 is all-ones although the
 #      lender maps edu at the slot; with the slot unmapped on the lender (as between leases), a trapped
 #      read and a read of the mmap give all-ones and the lender logs no new DMAR fault.
+#  (8) while the borrower's NTB is unbound and its removal waits for a VFIO user that holds device 8
+#      open (45 s) and ignores the request to let go, VERSION (which takes the global lock) answers
+#      within 10 s; the removal ends once the user closes (no link left).
 # Last: no warning or oops on either host.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -106,6 +109,18 @@ expect_eq "a trapped read and a read of the mmap, not borrowed: all-ones" \
 	"$(fp_client $B vfio-bar $U --offset 0x1c --mmap)" "ok read=4 value=0xffffffff mmap=ok mmio0=0xffffffff"
 sleep 2
 expect_eq "lender: no new DMAR fault (was $faults)" "$(dmar)" "$faults"
+
+echo "# (8) a VFIO user that does not let go while the NTB goes away"
+rig_run $B -- "$FP_CLIENT vfio-info $U --hold 45 </dev/null >$D/hold.log 2>&1 &"
+expect "a VFIO user holds device 8 open" ntb_wait $B 20 "grep -qx 'vfio_open 1' $FP_DBG/counters"
+rig_run $B -- "setsid sh -c 'echo $NTB > /sys/bus/pci/drivers/ntb_hw_epf/unbind; touch $D/unbound' \
+	</dev/null >/dev/null 2>&1 &"
+sleep 3
+expect "the NTB's removal waits for the VFIO user" rig_run $B -- "! test -e $D/unbound"
+ms=$(rig_time_ms $B "$FP_CLIENT version")
+expect "meanwhile VERSION answers within 10 s: $ms ms" test "$ms" -lt 10000
+expect "the removal ends once the VFIO user closes" ntb_wait $B 90 "test -e $D/unbound"
+expect_eq "no link left" "$(fp_counter $B links)" 0
 
 echo "# the end"
 expect "no warning or oops on $B" rig_run $B -- "! dmesg | grep -E 'WARNING|BUG|Oops'"
