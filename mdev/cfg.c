@@ -73,6 +73,7 @@ static u32 fp_cap_len(u8 id, u32 dw0)
 	}
 }
 
+/* Every write to the tables goes through fp_set() or fp_set_wmask(): both stop at the space's end. */
 static void fp_set(struct fp_vcfg *c, u32 off, u32 len, enum fp_cfg_kind kind, u32 val, u32 wmask)
 {
 	u32 i;
@@ -126,6 +127,14 @@ void fp_vcfg_init(struct fp_vcfg *c, const struct farpass_bar bars[FARPASS_NUM_B
 	fp_set(c, 0x3d, 1, FP_CFG_VIRT, 0, 0);			/* interrupt pin: INTx not bridged */
 }
 
+static void fp_set_wmask(struct fp_vcfg *c, u32 off, u32 len, u8 wmask)
+{
+	u32 i;
+
+	for (i = 0; i < len && off + i < FP_CFG_SPACE; i++)
+		c->wmask[off + i] = wmask;
+}
+
 /*
  * The writable bits of an MSI capability at @pos with control @ctrl (enable, multiple message enable,
  * address, data, mask bits); the rest of it read-only.
@@ -134,14 +143,14 @@ static void fp_msi_masks(struct fp_vcfg *c, u32 pos, u32 ctrl)
 {
 	u32 data = ctrl & 0x80 ? 0xc : 0x8;
 
-	c->wmask[pos + 2] = 0x71;
-	c->wmask[pos + 4] = 0xfc;
-	memset(&c->wmask[pos + 5], 0xff, 3);
+	fp_set_wmask(c, pos + 2, 1, 0x71);
+	fp_set_wmask(c, pos + 4, 1, 0xfc);
+	fp_set_wmask(c, pos + 5, 3, 0xff);
 	if (ctrl & 0x80)
-		memset(&c->wmask[pos + 8], 0xff, 4);
-	memset(&c->wmask[pos + data], 0xff, 2);
+		fp_set_wmask(c, pos + 8, 4, 0xff);
+	fp_set_wmask(c, pos + data, 2, 0xff);
 	if (ctrl & 0x100)
-		memset(&c->wmask[pos + data + 4], 0xff, 4);	/* mask bits; pending stays read-only */
+		fp_set_wmask(c, pos + data + 4, 4, 0xff);	/* mask bits; pending stays read-only */
 }
 
 int fp_vcfg_scan_caps(struct fp_vcfg *c, fp_cfg_read_fn read, void *ctx)
@@ -175,9 +184,14 @@ int fp_vcfg_scan_caps(struct fp_vcfg *c, fp_cfg_read_fn read, void *ctx)
 			return ret;
 		id = (u8)val;
 		len = fp_cap_len(id, val);
-		if (len < 2 || pos + len > FP_CFG_SPACE)
+		if (len < 2)
 			len = 2;
 		policy = fp_cap_policy(id);
+		/* One that runs past the space is malformed: hidden (its bytes up to the end read 0). */
+		if (pos + len > FP_CFG_SPACE) {
+			len = FP_CFG_SPACE - pos;
+			policy = FP_CAP_HIDE;
+		}
 		if (policy == FP_CAP_HIDE) {
 			c->hidden[c->nr_hidden++] = id;
 			fp_set(c, pos, len, FP_CFG_ZERO, 0, 0);
@@ -202,7 +216,7 @@ int fp_vcfg_scan_caps(struct fp_vcfg *c, fp_cfg_read_fn read, void *ctx)
 					fp_msi_masks(c, pos, val >> 16);
 				} else {
 					c->msix = (u8)pos;
-					c->wmask[pos + 3] = 0xc0;	/* enable, function mask */
+					fp_set_wmask(c, pos + 3, 1, 0xc0);	/* enable, function mask */
 				}
 			}
 		}

@@ -9,8 +9,10 @@
  *   link->inst_lock (spin)  instance accounting: link->nr_instances, rereg_busy, rdev->claimed and
  *                          rdev->withdrawn. The mdev probe/remove callbacks take ONLY this lock: they
  *                          run under the mdev core's parent unreg_sem, and fp_lock is held around
- *                          mdev_unregister_parent() (which takes unreg_sem for writing), so taking
- *                          fp_lock there would deadlock.
+ *                          mdev_unregister_parent() (which takes unreg_sem for writing) when a type
+ *                          table is re-registered, so taking fp_lock there would deadlock. The NTB
+ *                          remove's unregistration, which waits for VFIO users, runs without fp_lock
+ *                          on a link marked dying (fp_link_types_teardown()).
  */
 #ifndef FARPASS_FP_H
 #define FARPASS_FP_H

@@ -41,51 +41,13 @@
 #include "counters.h"
 #include "dmawin.h"
 #include "fp.h"
+#include "instance.h"
 #include "irqbridge.h"
 #include "link.h"
 #include "proto.h"
 #include "types.h"
 #include "upcall.h"
 #include "xwin.h"
-
-/*
- * One instance. Locks: scan_lock (mutex) builds vcfg at the first config access after open; bm_lock
- * (mutex) serialises borrow-state and interrupt-state changes and is held across their upcall, and
- * guards pend (forwarded config writes kept until the borrow) and the forwarded writes themselves;
- * state_lock (spinlock) the shadow, the flags and the ERR/REQ eventfds, never held across an upcall;
- * dma_lock (mutex) the DMA window's pages, between borrow/return and the VFIO user's unmaps; irq_lock
- * (spinlock, irqsave: the bridge delivers in hard-irq context) the MSI/MSI-X eventfds; bar_lock (mutex)
- * the BAR ioremaps. Order: bm_lock -> dma_lock; bm_lock -> state_lock; bm_lock -> irq_lock.
- * refill (delayed work) takes dma_lock; it is cancelled at close, outside the locks.
- */
-struct fp_mdev {
-	struct vfio_device vdev;
-	struct fp_rdev *rdev;		/* stays valid while the instance exists (see struct fp_type) */
-	u32 instance;			/* args[0] of BORROW/RETURN/RESET: tells instances apart */
-	struct mutex scan_lock;
-	struct mutex bm_lock;
-	spinlock_t state_lock;
-	bool scanned;			/* vcfg built (acquire/release) */
-	bool dead;			/* surprise-removed: the agent did not answer; until next open */
-	bool borrowed;			/* BORROW succeeded, no RETURN yet; bm_lock (WRITE_ONCE) */
-	struct eventfd_ctx *err_trigger;	/* VFIO_PCI_ERR_IRQ_INDEX */
-	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
-	struct fp_vcfg vcfg;
-	struct fp_cfg_pend pend;	/* bm_lock: forwarded bytes written before the borrow */
-
-	struct mutex dma_lock;		/* dmawin and its pages */
-	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
-	struct delayed_work refill;	/* pins what the VFIO user maps again after an unmap */
-	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
-
-	spinlock_t irq_lock;		/* the MSI/MSI-X triggers; irqsave (hard-irq delivery) */
-	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
-	u32 irq_count;			/* vectors enabled; as irq_index */
-	struct eventfd_ctx **irq_trig;	/* irq_count triggers, NULL = none; as irq_index */
-
-	struct mutex bar_lock;		/* bar_io */
-	void __iomem *bar_io[FARPASS_NUM_BARS];	/* trapped BAR accesses; bar_lock, unmapped at close */
-};
 
 static struct mdev_driver fp_mdev_driver;
 
@@ -108,11 +70,13 @@ void fp_link_types_init(struct fp_link *link)
 	INIT_WORK(&link->rereg_work, fp_rereg_work);
 }
 
+/* Under fp_lock, or without it once the link is dying (fp_link_types_teardown()). */
 static void fp_link_unregister(struct fp_link *link)
 {
 	unsigned int i;
 
-	lockdep_assert_held(&fp_lock);
+	if (!link->dying)
+		lockdep_assert_held(&fp_lock);
 	if (link->parent_registered) {
 		mdev_unregister_parent(&link->parent);
 		link->parent_registered = false;
@@ -209,15 +173,23 @@ void fp_link_types_teardown(struct fp_link *link)
 {
 	struct fp_rdev *rdev, *tmp;
 
-	lockdep_assert_held(&fp_lock);
+	lockdep_assert_not_held(&fp_lock);
+	WARN_ON_ONCE(!link->dying);
 	spin_lock(&link->inst_lock);
 	link->rereg_busy = true;	/* no new instance */
 	link->rereg_pending = false;
 	spin_unlock(&link->inst_lock);
-	fp_link_unregister(link);	/* removes the instances */
+	/*
+	 * Removes the instances, waiting for their VFIO users to let go (however long a guest ignores
+	 * the request): without fp_lock, so the other links' ioctls go on. Nothing else touches a dying
+	 * link's parent (rereg_work and WITHDRAW check `dying`; ANNOUNCE no longer finds the link).
+	 */
+	fp_link_unregister(link);
+	mutex_lock(&fp_lock);
 	list_for_each_entry_safe(rdev, tmp, &fp_devices, node)
 		if (rdev->link == link)
 			fp_rdev_free(rdev);
+	mutex_unlock(&fp_lock);
 }
 
 int fp_device_announce(const struct farpass_announce *desc, u32 *flags)
@@ -244,6 +216,9 @@ int fp_device_announce(const struct farpass_announce *desc, u32 *flags)
 		ret = -ENOSPC;
 		goto out_unlock;
 	}
+	ret = fp_bar_slots_check(link, desc);
+	if (ret)
+		goto out_unlock;
 	rdev = kzalloc(sizeof(*rdev), GFP_KERNEL);
 	if (!rdev) {
 		ret = -ENOMEM;
@@ -293,8 +268,8 @@ int fp_device_withdraw(u32 device_id, u32 *flags)
 			break;
 		}
 	}
-	if (!found) {
-		ret = -ENOENT;
+	if (!found || rdev->link->dying) {
+		ret = -ENOENT;	/* a dying link's devices go with it */
 		goto out_unlock;
 	}
 	spin_lock(&rdev->link->inst_lock);
@@ -324,20 +299,7 @@ out_unlock:
 
 /* ------------------------------------------------------------------------------ vfio_device_ops */
 
-/*
- * Region offsets in the device file: index << 40, as vfio-pci and the mdev samples do (QEMU takes the
- * offsets from VFIO_DEVICE_GET_REGION_INFO, never computes them).
- */
-#define FP_OFFSET_SHIFT		40
-#define FP_OFFSET_MASK		((1ULL << FP_OFFSET_SHIFT) - 1)
-#define FP_OFFSET(index)	((u64)(index) << FP_OFFSET_SHIFT)
-
 static atomic_t fp_instance_seq = ATOMIC_INIT(0);
-
-static struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
-{
-	return container_of(vdev, struct fp_mdev, vdev);
-}
 
 static void fp_signal(struct fp_mdev *fm, struct eventfd_ctx *const *trigger)
 {
@@ -399,7 +361,7 @@ static int fp_scan_read(void *ctx, u32 off, u32 size, u32 *val)
  * accesses wait on scan_lock, at most one upcall timeout (then the device is dead and the rest fails
  * at once).
  */
-static void fp_cfg_ready(struct fp_mdev *fm)
+void fp_cfg_ready(struct fp_mdev *fm)
 {
 	int ret;
 
@@ -410,6 +372,7 @@ static void fp_cfg_ready(struct fp_mdev *fm)
 	if (!fm->scanned) {
 		fp_vcfg_init(&fm->vcfg, fm->rdev->desc.bars);
 		ret = fp_vcfg_scan_caps(&fm->vcfg, fp_scan_read, fm);
+		fm->scan_err = ret;
 		if (ret)
 			dev_warn_ratelimited(fm->vdev.dev, "farpass: capability scan of device %u: %pe\n",
 					     fm->rdev->desc.device_id, ERR_PTR(ret < -1 ? ret : -EINVAL));
@@ -561,13 +524,14 @@ static void fp_dma_destroy(struct fp_mdev *fm)
 }
 
 /*
- * Give the device back: RETURN first (the lender stops the device and unmaps its side), then the
- * interrupt bridge and our DMA window (unmapped, IOTLB flushed, then unpinned). A failed RETURN still
- * ends the borrow here: the lender resets what it takes back.
+ * Give the device back: the BAR mmaps revoked, then RETURN (the lender stops the device and unmaps
+ * its side), then the interrupt bridge and our DMA window (unmapped, IOTLB flushed, then unpinned).
+ * A failed RETURN still ends the borrow here: the lender resets what it takes back.
  */
 static void fp_return(struct fp_mdev *fm)
 {
 	lockdep_assert_held(&fm->bm_lock);
+	fp_bar_lease(fm, false);
 	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
 	fp_irq_detach(fm->rdev->link, fm->rdev->desc.irq_slot);
 	fp_dma_destroy(fm);
@@ -609,6 +573,7 @@ static int fp_borrow(struct fp_mdev *fm)
 	ret = fp_xwin_ready(link) ? fp_irq_attach(link, slot, fp_irq_deliver, fm) : 0;
 	if (ret)
 		goto out_return;
+	fp_bar_lease(fm, true);
 	spin_lock(&fm->state_lock);
 	WRITE_ONCE(fm->borrowed, true);
 	spin_unlock(&fm->state_lock);
@@ -713,213 +678,12 @@ static ssize_t fp_cfg_access(struct fp_mdev *fm, u8 *buf, u32 count, u32 off, bo
 	return count;
 }
 
-/* ------------------------------------------------------------------------------------ BAR regions */
-
-/* A memory BAR the lender placed in the link's BAR window (not the upper half of a 64-bit one). */
-static const struct farpass_bar *fp_bar_mapped(struct fp_mdev *fm, u32 index)
-{
-	const struct farpass_bar *bars = fm->rdev->desc.bars;
-
-	if (index > VFIO_PCI_BAR5_REGION_INDEX || (index && bars[index - 1].flags & FARPASS_BAR_MEM64))
-		return NULL;
-	if (!bars[index].size || !(bars[index].flags & FARPASS_BAR_MAPPED))
-		return NULL;
-	return &bars[index];
-}
-
-struct fp_span {
-	u64 start, end;
-};
-
-/*
- * The pages of BAR @index that are trapped, not mmapped: those of the MSI-X table and PBA (QEMU
- * emulates them for the guest), from the virtual MSI-X capability. Ascending, merged; returns how many.
- */
-static int fp_bar_traps(struct fp_mdev *fm, u32 index, u64 bar_size, struct fp_span sp[2])
-{
-	const struct fp_vcfg *c = &fm->vcfg;
-	__le32 reg[2];
-	__le16 ctrl;
-	u32 entries, i, n = 0;
-	u64 len;
-
-	fp_cfg_ready(fm);
-	if (!c->msix)		/* fixed by the scan */
-		return 0;
-	spin_lock(&fm->state_lock);
-	fp_vcfg_read(c, c->msix + PCI_MSIX_FLAGS, 2, (u8 *)&ctrl);
-	fp_vcfg_read(c, c->msix + PCI_MSIX_TABLE, 8, (u8 *)reg);
-	spin_unlock(&fm->state_lock);
-	entries = (le16_to_cpu(ctrl) & PCI_MSIX_FLAGS_QSIZE) + 1;
-	for (i = 0; i < 2; i++) {
-		u32 v = le32_to_cpu(reg[i]);
-
-		if ((v & PCI_MSIX_TABLE_BIR) != index || (v & PCI_MSIX_TABLE_OFFSET) >= bar_size)
-			continue;	/* elsewhere, or outside the BAR (QEMU traps nothing there) */
-		len = i ? DIV_ROUND_UP(entries, 64) * 8 : entries * PCI_MSIX_ENTRY_SIZE;
-		sp[n].start = round_down(v & PCI_MSIX_TABLE_OFFSET, PAGE_SIZE);
-		sp[n].end = min(round_up((u64)(v & PCI_MSIX_TABLE_OFFSET) + len, PAGE_SIZE), bar_size);
-		n++;
-	}
-	if (n == 2 && sp[1].start < sp[0].start)
-		swap(sp[0], sp[1]);
-	if (n == 2 && sp[1].start <= sp[0].end) {
-		sp[0].end = max(sp[0].end, sp[1].end);
-		n = 1;
-	}
-	return n;
-}
-
-static bool fp_spans_hit(const struct fp_span *sp, int n, u64 start, u64 end)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (start < sp[i].end && sp[i].start < end)
-			return true;
-	return false;
-}
-
-/* Region info capability: the mmappable areas of a BAR, i.e. all but the trapped pages. */
-static int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_cap *caps)
-{
-	struct vfio_region_info_cap_sparse_mmap *sparse;
-	struct fp_span sp[2];
-	u64 pos = 0;
-	int n, i, nr = 0, ret;
-	size_t len;
-
-	n = fp_bar_traps(fm, index, size, sp);
-	if (!n)
-		return 0;	/* no sparse cap: the whole BAR is mmappable */
-	len = struct_size(sparse, areas, n + 1);
-	sparse = kzalloc(len, GFP_KERNEL);
-	if (!sparse)
-		return -ENOMEM;
-	sparse->header.id = VFIO_REGION_INFO_CAP_SPARSE_MMAP;
-	sparse->header.version = 1;
-	for (i = 0; i <= n; i++) {
-		u64 end = i < n ? sp[i].start : size;
-
-		if (end > pos) {
-			sparse->areas[nr].offset = pos;
-			sparse->areas[nr].size = end - pos;
-			nr++;
-		}
-		if (i < n)
-			pos = sp[i].end;
-	}
-	sparse->nr_areas = nr;
-	ret = vfio_info_add_capability(caps, &sparse->header, struct_size(sparse, areas, nr));
-	kfree(sparse);
-	return ret;
-}
-
-/* The outbound window's view of BAR @index, for trapped accesses: ioremapped once per open. */
-static void __iomem *fp_bar_io(struct fp_mdev *fm, u32 index, const struct farpass_bar *b)
-{
-	phys_addr_t base;
-	u64 size;
-	int ret;
-
-	mutex_lock(&fm->bar_lock);
-	if (!fm->bar_io[index]) {
-		ret = fp_xwin_peer(fm->rdev->link, FARPASS_MW_BAR, &base, &size);
-		if (!ret && b->win_offset + b->size > size)
-			ret = -ERANGE;
-		if (!ret)
-			fm->bar_io[index] = ioremap(base + b->win_offset, b->size);
-		if (ret)
-			dev_warn_ratelimited(fm->vdev.dev, "farpass: BAR%u of device %u: %pe\n", index,
-					     fm->rdev->desc.device_id, ERR_PTR(ret));
-	}
-	mutex_unlock(&fm->bar_lock);
-	return fm->bar_io[index];
-}
-
-/* One naturally aligned MMIO access of 1, 2, 4 or 8 bytes, little-endian as the VFIO region. */
-static void fp_mmio(void __iomem *p, u64 *val, u32 size, bool write)
-{
-	switch (size) {
-	case 8:
-		if (write)
-			writeq(*val, p);
-		else
-			*val = readq(p);
-		break;
-	case 4:
-		if (write)
-			writel(*val, p);
-		else
-			*val = readl(p);
-		break;
-	case 2:
-		if (write)
-			writew(*val, p);
-		else
-			*val = readw(p);
-		break;
-	default:
-		if (write)
-			writeb(*val, p);
-		else
-			*val = readb(p);
-	}
-}
-
-/*
- * A trapped access to a BAR region (QEMU's to the MSI-X table/PBA pages, or anything it did not
- * mmap): split into the largest naturally aligned pieces, each one MMIO access through the window.
- */
-static ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off,
-			 bool write)
-{
-	const struct farpass_bar *b = fp_bar_mapped(fm, index);
-	struct fp_span sp[2];
-	void __iomem *io;
-	size_t done, size;
-	u64 val;
-
-	if (!b || off >= b->size)
-		return -EINVAL;
-	count = min_t(u64, count, b->size - off);
-	fp_count(fp_spans_hit(sp, fp_bar_traps(fm, index, b->size, sp), off, off + count) ?
-		 FP_C_BAR_TRAPPED_MSIX : FP_C_BAR_TRAPPED, 1);
-	io = fp_bar_io(fm, index, b);
-	if (!io)
-		return -EIO;
-	for (done = 0; done < count; done += size) {
-		for (size = 8; size > 1 && ((off + done) % size || count - done < size); size /= 2)
-			;
-		val = 0;
-		if (write && copy_from_user(&val, ubuf + done, size))
-			return done ? done : -EFAULT;
-		fp_mmio(io + off + done, &val, size, write);
-		if (!write && copy_to_user(ubuf + done, &val, size))
-			return done ? done : -EFAULT;
-	}
-	return count;
-}
-
-static void fp_bar_unmap_all(struct fp_mdev *fm)
-{
-	int i;
-
-	mutex_lock(&fm->bar_lock);
-	for (i = 0; i < FARPASS_NUM_BARS; i++) {
-		if (fm->bar_io[i])
-			iounmap(fm->bar_io[i]);
-		fm->bar_io[i] = NULL;
-	}
-	mutex_unlock(&fm->bar_lock);
-}
-
 static ssize_t fp_vfio_rw(struct vfio_device *vdev, char __user *ubuf, size_t count, loff_t *ppos,
 			  bool write)
 {
 	struct fp_mdev *fm = fp_mdev_of(vdev);
 	u64 pos = *ppos;
-	u32 off = pos & FP_OFFSET_MASK;
+	u64 off = pos & FP_OFFSET_MASK;
 	ssize_t ret;
 	u8 *buf;
 
@@ -992,6 +756,11 @@ static void fp_refill_work(struct work_struct *work)
 static int fp_vfio_open(struct vfio_device *vdev)
 {
 	struct fp_mdev *fm = fp_mdev_of(vdev);
+	int ret;
+
+	ret = fp_bar_open(fm);
+	if (ret)
+		return ret;
 
 	/* Lazy borrow: nothing is borrowed at open; bus-master enable does it. A fresh start. */
 	WRITE_ONCE(fm->dead, false);
@@ -1014,7 +783,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	fp_cfg_pend_drop(fm);
 	mutex_unlock(&fm->bm_lock);
 	cancel_delayed_work_sync(&fm->refill);
-	fp_bar_unmap_all(fm);
+	fp_bar_close(fm);
 	spin_lock(&fm->state_lock);
 	err = fm->err_trigger;
 	req = fm->req_trigger;
@@ -1334,41 +1103,6 @@ static long fp_vfio_ioctl(struct vfio_device *vdev, unsigned int cmd, unsigned l
 	}
 }
 
-/*
- * mmap of a BAR region: our outbound window FARPASS_MW_BAR at the BAR's slot, so the guest's accesses
- * reach the device with no trap. Refused outside the BAR and on the MSI-X table/PBA pages (trapped).
- * Before the borrow (and after the return) the lender's IOMMU has no mapping behind the slot: reads
- * see all-ones, writes are dropped.
- */
-static int fp_vfio_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
-{
-	struct fp_mdev *fm = fp_mdev_of(vdev);
-	u64 index = vma->vm_pgoff >> (FP_OFFSET_SHIFT - PAGE_SHIFT);
-	u64 off = (vma->vm_pgoff << PAGE_SHIFT) & FP_OFFSET_MASK;
-	u64 len = vma->vm_end - vma->vm_start;
-	const struct farpass_bar *b;
-	struct fp_span sp[2];
-	phys_addr_t base;
-	u64 size;
-	int ret;
-
-	b = index <= VFIO_PCI_BAR5_REGION_INDEX ? fp_bar_mapped(fm, index) : NULL;
-	if (!b || !(vma->vm_flags & VM_SHARED) || off >= b->size || len > b->size - off)
-		return -EINVAL;
-	if (fp_spans_hit(sp, fp_bar_traps(fm, index, b->size, sp), off, off + len))
-		return -EINVAL;
-	ret = fp_xwin_peer(fm->rdev->link, FARPASS_MW_BAR, &base, &size);
-	if (ret)
-		return ret;
-	if (b->win_offset + b->size > size)
-		return -ERANGE;
-	vma->vm_page_prot = b->flags & FARPASS_BAR_PREFETCH ? pgprot_writecombine(vma->vm_page_prot) :
-			    pgprot_noncached(vma->vm_page_prot);
-	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
-	return io_remap_pfn_range(vma, vma->vm_start, (base + b->win_offset + off) >> PAGE_SHIFT, len,
-				  vma->vm_page_prot);
-}
-
 /* The instance is being removed while a VFIO user holds it: ask the user to let go (REQ eventfd). */
 static void fp_vfio_request(struct vfio_device *vdev, unsigned int count)
 {
@@ -1414,7 +1148,7 @@ static const struct vfio_device_ops fp_vfio_ops = {
 	.read = fp_vfio_read,
 	.write = fp_vfio_write,
 	.ioctl = fp_vfio_ioctl,
-	.mmap = fp_vfio_mmap,
+	.mmap = fp_bar_mmap,
 	.request = fp_vfio_request,
 	.dma_unmap = fp_vfio_dma_unmap,
 };

@@ -365,12 +365,15 @@ static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 {
 	struct fp_link *link = ntb->ctx;
 
-	/* The borrower side first: instances, types and announced devices of this link go away. */
+	/*
+	 * The borrower side first: instances, types and announced devices of this link go away, the
+	 * wait for the instances' VFIO users without fp_lock.
+	 */
 	mutex_lock(&fp_lock);
 	list_del(&link->node);
 	link->dying = true;
-	fp_link_types_teardown(link);
 	mutex_unlock(&fp_lock);
+	fp_link_types_teardown(link);
 	cancel_work_sync(&link->rereg_work);
 	/* The lender side: the agent's mappings of our windows go before the NTB driver unmaps them. */
 	fp_win_link_teardown(link);

@@ -17,7 +17,10 @@ void fp_link_types_init(struct fp_link *link);
  * exist. Caller holds fp_lock.
  */
 int fp_link_sync_types(struct fp_link *link);
-/* Unregister the parent (removing instances) and free the link's devices. Caller holds fp_lock. */
+/*
+ * NTB remove of a link already dying and off fp_links: unregister the parent (removing instances,
+ * which waits for their VFIO users) and free the link's devices. Caller does not hold fp_lock.
+ */
 void fp_link_types_teardown(struct fp_link *link);
 
 /* Validated by the caller; *flags gets FARPASS_ANNOUNCE_F_*. */

@@ -11,10 +11,20 @@
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
 //   farpass-client upcall-get [--nonblock] [--wait-ms N]  (one UPCALL_GET, no reply)
 //   farpass-client upcall-reply --seq N [--error E] [--flags N]
-//   farpass-client agent [--log FILE] [--delay-ms N]      (serve upcalls until killed: poll(2), then
+//   farpass-client agent [--log FILE] [--delay-ms N] [--msix-table X]  (serve upcalls until killed: poll(2), then
 //                  UPCALL_GET non-blocking; CFG_READ/WRITE on a fake lender's config space, an NVMe-like
 //                  device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per request;
-//                  --delay-ms: answer that late)
+//                  --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
+//                  0x2000 (BAR0 at 0x2000))
+//   farpass-client vfio-bar UUID [--borrow] [--offset X] [--write V] [--len N] [--mmap] [--lease]
+//                  [--cfg-offset X]  (--borrow: bus master on first, off last: "bm_on= ... bm_off=";
+//                  BAR0's region as QEMU's trapped accesses: a 4-byte pwrite of V at X if asked, then a
+//                  pread of N bytes (default 4) at X: "wrote=ok|ENAME read=BYTES|ENAME value=FIRST-WORD";
+//                  --mmap: then mmap of BAR0's first page and its word 0: "mmap=ok|ENAME mmio0="; --lease:
+//                  instead its word 0 read
+//                  before bus master, with it on (BORROW) and after it is off (RETURN): "idle=
+//                  bm_on= leased= bm_off= returned="; --cfg-offset: a 4-byte pread of the config region
+//                  at X: "cfg_read=BYTES|ENAME")
 //   farpass-client vfio-info UUID [--hold S]              (VFIO group/container/device, GET_INFO;
 //                                                          keep it open S seconds)
 //   farpass-client vfio-cfg UUID                          (as QEMU: config region info, vendor/device,
@@ -41,8 +51,8 @@
 //                  window, then a read over the link so that the posted writes were executed)
 //   farpass-client vfio-irq UUID [--dir DIR] [--write1 X] [--trap0 1]  (BAR0 region info and sparse
 //                  areas; mmap of the MSI-X page, across it and past the BAR refused; the area before
-//                  it mmapped: word 0 read, word 1 written with X and read; a trapped read of the MSI-X
-//                  page (and with --trap0 of word 0); IRQ info; SET_IRQS MSI-X around a
+//                  it mmapped, and once borrowed: word 0 read, word 1 written with X and read; a trapped
+//                  read of the MSI-X page (and with --trap0 of word 0); IRQ info; SET_IRQS MSI-X around a
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
@@ -425,6 +435,8 @@ int run_agent(const Args &a, int fd)
 	if (!log)
 		return finish(a, errno, "log");
 	FakeDevice devcfg(static_cast<uint16_t>(a.num("vendor", 0x1b36)), static_cast<uint16_t>(a.num("device", 0x0010)));
+	if (a.has("msix-table"))
+		devcfg.put(0x64, static_cast<uint32_t>(a.num("msix-table", 0)), 4);
 	unsigned delay_ms = static_cast<unsigned>(a.num("delay-ms", 0));
 	std::fprintf(log, "ready pid=%d\n", getpid());
 	std::fflush(log);
@@ -991,6 +1003,84 @@ std::string bar0_info(int dev, vfio_region_info &info)
 	return f + " sparse=" + (sparse.empty() ? "none" : sparse);
 }
 
+// Trapped accesses to BAR0 through the region (as QEMU's to the MSI-X pages), and its mmap.
+int run_vfio_bar(const Args &a)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	vfio_region_info bar{};
+	bar.argsz = sizeof(bar);
+	bar.index = VFIO_PCI_BAR0_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &bar))
+		return finish(a, errno, "GET_REGION_INFO");
+	const uint64_t off = a.num("offset", 0);
+	std::string detail;
+	vfio_region_info ci{};
+	ci.argsz = sizeof(ci);
+	ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci))
+		return finish(a, errno, "GET_REGION_INFO config");
+	Cfg cfg{v.dev, ci.offset};
+	uint32_t cmd = 0;
+	if (a.has("borrow")) {
+		int on = cfg.read(4, 2, cmd);
+		if (!on)
+			on = cfg.write(4, 2, cmd | 0x6);
+		detail += std::string("bm_on=") + ename(on) + " ";
+	}
+	if (a.has("write")) {
+		uint32_t w = static_cast<uint32_t>(a.num("write", 0));
+		ssize_t n = pwrite(v.dev, &w, 4, static_cast<off_t>(bar.offset + off));
+		detail += std::string("wrote=") + (n == 4 ? "ok" : n < 0 ? ename(errno) : "short") + " ";
+	}
+	std::vector<uint8_t> buf(a.num("len", 4));
+	ssize_t n = pread(v.dev, buf.data(), buf.size(), static_cast<off_t>(bar.offset + off));
+	uint32_t word = 0;
+	std::memcpy(&word, buf.data(), std::min<size_t>(4, buf.size()));
+	char d[96];
+	std::snprintf(d, sizeof(d), "read=%s value=%#x", n < 0 ? ename(errno) : std::to_string(n).c_str(), word);
+	detail += d;
+	if (a.has("mmap") || a.has("lease")) {
+		void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+		detail += std::string(" mmap=") + (m == MAP_FAILED ? ename(errno) : "ok");
+		if (m != MAP_FAILED && !a.has("lease")) {
+			char b[32];
+			std::snprintf(b, sizeof(b), " mmio0=%#x", *static_cast<volatile uint32_t *>(m));
+			detail += b;
+		}
+		if (m != MAP_FAILED && a.has("lease")) {
+			// Word 0 of the mmap before the borrow, while borrowed, after the return.
+			volatile uint32_t *w = static_cast<volatile uint32_t *>(m);
+			char b[160];
+			uint32_t idle = w[0];
+			int on = cfg.read(4, 2, cmd);
+			if (!on)
+				on = cfg.write(4, 2, cmd | 0x6);
+			uint32_t leased = w[0];
+			int off = cfg.write(4, 2, cmd & ~0x4u);
+			uint32_t returned = w[0];
+			std::snprintf(b, sizeof(b), " idle=%#x bm_on=%s leased=%#x bm_off=%s returned=%#x", idle, ename(on),
+				      leased, ename(off), returned);
+			detail += b;
+		}
+		if (m != MAP_FAILED)
+			munmap(m, 4096);
+	}
+	if (a.has("cfg-offset")) {
+		// The config region at a large offset: past its 4 KiB, however the offset is cut.
+		uint32_t val = 0;
+		ssize_t r = pread(v.dev, &val, 4, static_cast<off_t>(ci.offset + a.num("cfg-offset", 0)));
+		detail += std::string(" cfg_read=") + (r < 0 ? ename(errno) : std::to_string(r));
+	}
+	if (a.has("borrow"))
+		detail += std::string(" bm_off=") + ename(cfg.write(4, 2, cmd & ~0x4u));
+	return finish(a, 0, detail);
+}
+
 int run_vfio_irq(const Args &a)
 {
 	if (a.positional.empty())
@@ -1014,25 +1104,9 @@ int run_vfio_irq(const Args &a)
 	int beyond_mmap = m == MAP_FAILED ? errno : 0;
 	if (m != MAP_FAILED)
 		munmap(m, 4096);
-	// The area before the MSI-X pages, mmapped: words 0 and 1 straight from the device (on the lender,
-	// through the NTB), word 1 after writing a value (edu's liveness register inverts it).
-	uint32_t mmio0 = 0, mmio1 = 0;
-	m = mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
-	int area_mmap = m == MAP_FAILED ? errno : 0;
-	if (m != MAP_FAILED) {
-		volatile uint32_t *w = static_cast<volatile uint32_t *>(m);
-		mmio0 = w[0];
-		if (a.has("write1")) {
-			w[1] = static_cast<uint32_t>(a.num("write1", 0));
-			mmio1 = w[1];
-		}
-		munmap(m, 0x2000);
-	}
-	// Trapped accesses: the MSI-X table page (QEMU's), and word 0 read through the region.
-	uint32_t word = 0, trapped0 = 0;
-	int trapped = pread(v.dev, &word, 4, static_cast<off_t>(bar.offset + 0x2000)) == 4 ? 0 : errno ? errno : EIO;
-	if (!trapped && a.has("trap0"))
-		trapped = pread(v.dev, &trapped0, 4, static_cast<off_t>(bar.offset)) == 4 ? 0 : errno ? errno : EIO;
+	// The area before the MSI-X pages, mmapped now, read once borrowed (below).
+	void *area = mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev, static_cast<off_t>(bar.offset));
+	int area_mmap = area == MAP_FAILED ? errno : 0;
 
 	std::string counts;
 	for (uint32_t i = 0; i < VFIO_PCI_NUM_IRQS; i++) {
@@ -1056,6 +1130,23 @@ int run_vfio_irq(const Args &a)
 	int pre = set_irq_eventfds(v.dev, msix, {e0, e1});
 	uint32_t cmd = 0;
 	int bm_on = cfg.read(4, 2, cmd) ? EIO : cfg.write(4, 2, cmd | 0x6);
+	// Borrowed: words 0 and 1 of the mmapped area straight from the device (on the lender, through the
+	// NTB), word 1 after writing a value (edu's liveness register inverts it).
+	uint32_t mmio0 = 0, mmio1 = 0;
+	if (area != MAP_FAILED) {
+		volatile uint32_t *w = static_cast<volatile uint32_t *>(area);
+		mmio0 = w[0];
+		if (a.has("write1")) {
+			w[1] = static_cast<uint32_t>(a.num("write1", 0));
+			mmio1 = w[1];
+		}
+		munmap(area, 0x2000);
+	}
+	// Trapped accesses: the MSI-X table page (QEMU's), and word 0 read through the region.
+	uint32_t word = 0, trapped0 = 0;
+	int trapped = pread(v.dev, &word, 4, static_cast<off_t>(bar.offset + 0x2000)) == 4 ? 0 : errno ? errno : EIO;
+	if (!trapped && a.has("trap0"))
+		trapped = pread(v.dev, &trapped0, 4, static_cast<off_t>(bar.offset)) == 4 ? 0 : errno ? errno : EIO;
 	int msi_busy = set_irq_eventfds(v.dev, VFIO_PCI_MSI_IRQ_INDEX, {e0});
 	int mask = set_irqs(v.dev, msix, VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_MASK, 0, 1);
 	int off = set_irqs(v.dev, msix, none, 0, 0);
@@ -1504,6 +1595,8 @@ int run(const Args &a)
 		return run_vfio_info(a);
 	if (a.action == "vfio-irq")
 		return run_vfio_irq(a);
+	if (a.action == "vfio-bar")
+		return run_vfio_bar(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
 		return run_vfio_cfg(a, a.action == "vfio-dead");
 	if (a.action == "nvme-identify")
@@ -1634,7 +1727,8 @@ int main(int argc, char **argv)
 			std::string key(s.substr(2));
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
 			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
-			    key == "reset" || key == "no-mmap")
+			    key == "reset" || key == "no-mmap" || key == "mmap" || key == "lease" ||
+			    key == "borrow")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];

@@ -26,9 +26,9 @@
 #      (FARPASS_BAR_MAPPED), where the lender exposes QEMU's edu (BAR_MAP), and the fake lender's MSI-X
 #      config (64 vectors, table at 0x2000, PBA at 0x3000 of BAR0): region info READ|WRITE|MMAP with
 #      sparse areas around the MSI-X pages; mmap of the table page, across it and past the BAR refused;
-#      the mmapped area reaches edu (its identification register; its liveness register inverts a
-#      write); a read of the table page and one of word 0 through the region are trapped (counted as
-#      MSI-X and other; word 0 is edu's identification again);
+#      once borrowed the mmapped area reaches edu (its identification register; its liveness register
+#      inverts a write); a read of the table page and one of word 0 through the region are trapped
+#      (counted as MSI-X and other; word 0 is edu's identification again);
 #      IRQ info INTx 0, MSI 1, MSI-X 64; SET_IRQS: MSI-X state set before the borrow is sent after
 #      BORROW, each change while borrowed is a SET_IRQS upcall (index 2: 2, 0, 3 vectors), none after
 #      RETURN; MSI refused while MSI-X is on, MASK -> ENOTTY (as vfio-pci), a local trigger fires the
@@ -179,7 +179,7 @@ expect_eq "BAR0 sparse areas: all but the MSI-X table and PBA pages" "$(field sp
 expect_eq "mmap of the MSI-X table page, across it, past the BAR: refused" \
 	"$(field mmap_msix)/$(field mmap_across)/$(field mmap_beyond)" EINVAL/EINVAL/EINVAL
 expect_eq "mmap of the area before it" "$(field mmap_area)" ok
-expect_eq "mmapped: edu's identification register, through the NTB" "$(field mmio0)" 0x10000ed
+expect_eq "mmapped, borrowed: edu's identification register, through the NTB" "$(field mmio0)" 0x10000ed
 expect_eq "mmapped: edu's liveness register inverts 0x12345678" "$(field mmio1)" 0xedcba987
 expect_eq "trapped reads: the MSI-X table page, word 0 (edu's identification)" "$(field trapped_read)/$(field trapped0)" ok/0x10000ed
 expect_eq "counters: trapped BAR accesses, MSI-X/other" "$(fp_counter $B bar_trapped_msix)/$(fp_counter $B bar_trapped_other)" 1/1

@@ -10,6 +10,7 @@
 #include "cfg.h"
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
@@ -252,6 +253,40 @@ TEST_CASE("capability scan: no list, errors, loops, out-of-range pointers")
 	fp_vcfg_init(&c, b.data());
 	CHECK(fp_vcfg_scan_caps(&c, FakeLender::read, &all_ones) == -1);
 	CHECK(c.nr_kept == 0);
+}
+
+// Checks: an MSI (64-bit, maskable: 24 bytes) at 0xf8 and an MSI-X (12 bytes) at 0xf8, both running past
+// the 256-byte space, are hidden (no MSI/MSI-X offset, in the hidden list, their bytes read 0, the
+// chain skips them); the scan wrote nothing outside the tables (the fields after them, and a canary
+// after the struct, are as before the scan).
+TEST_CASE("capability scan: a capability running past the config space is hidden, no write outside the tables")
+{
+	for (u32 dw0 : {0x0180'0005u, 0x0000'0011u}) {	// MSI 64-bit maskable, MSI-X 1 vector; both last
+		struct {
+			fp_vcfg c;
+			std::array<u8, 64> canary;
+		} v;
+		std::array<farpass_bar, FARPASS_NUM_BARS> b{};
+		FakeLender l;
+		l.put(0x06, 0x0010, 2);
+		l.put(0x34, 0x40, 1);
+		l.put(0x40, 0x0003'f801, 4);	// PM, next 0xf8
+		l.put(0xf8, dw0, 4);
+		fp_vcfg_init(&v.c, b.data());
+		v.canary.fill(0xa5);
+		CAPTURE(dw0);
+		CHECK(fp_vcfg_scan_caps(&v.c, FakeLender::read, &l) == 0);
+		CHECK(v.c.msi == 0);
+		CHECK(v.c.msix == 0);
+		CHECK(v.c.nr_kept == 1);
+		CHECK(v.c.kept[0] == 0x01);
+		REQUIRE(v.c.nr_hidden == 1);
+		CHECK(v.c.hidden[0] == static_cast<u8>(dw0));
+		CHECK(rd(v.c, 0x41, 1) == 0);	// PM is the last kept one
+		CHECK(rd(v.c, 0xf8, 4) == 0);
+		CHECK(rd(v.c, 0xfc, 4) == 0);
+		CHECK(std::all_of(v.canary.begin(), v.canary.end(), [](u8 x) { return x == 0xa5; }));
+	}
 }
 
 TEST_CASE("pieces: forwarded runs are naturally aligned 1/2/4, virtual runs do not cross kinds")

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * instance.h - one mdev instance (struct fp_mdev) shared by the VFIO device (mdev.c) and its BAR
+ * regions (bar.c).
+ */
+#ifndef FARPASS_INSTANCE_H
+#define FARPASS_INSTANCE_H
+
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/vfio.h>
+#include <linux/workqueue.h>
+
+#include "cfg.h"
+#include "fp.h"
+
+struct eventfd_ctx;
+struct fp_dmawin;
+struct inode;
+struct page;
+struct vm_area_struct;
+
+/*
+ * Region offsets in the device file: index << 40, as vfio-pci and the mdev samples do (QEMU takes the
+ * offsets from VFIO_DEVICE_GET_REGION_INFO, never computes them).
+ */
+#define FP_OFFSET_SHIFT		40
+#define FP_OFFSET_MASK		((1ULL << FP_OFFSET_SHIFT) - 1)
+#define FP_OFFSET(index)	((u64)(index) << FP_OFFSET_SHIFT)
+
+/*
+ * One instance. Locks: scan_lock (mutex) builds vcfg at the first config access after open; bm_lock
+ * (mutex) serialises borrow-state and interrupt-state changes and is held across their upcall, and
+ * guards pend (forwarded config writes kept until the borrow) and the forwarded writes themselves;
+ * state_lock (spinlock) the shadow, the flags and the ERR/REQ eventfds, never held across an upcall;
+ * dma_lock (mutex) the DMA window's pages, between borrow/return and the VFIO user's unmaps; irq_lock
+ * (spinlock, irqsave: the bridge delivers in hard-irq context) the MSI/MSI-X eventfds; bar_lock (mutex)
+ * the BAR ioremaps. Order: bm_lock -> dma_lock; bm_lock -> state_lock; bm_lock -> irq_lock.
+ * refill (delayed work) takes dma_lock; it is cancelled at close, outside the locks.
+ */
+struct fp_mdev {
+	struct vfio_device vdev;
+	struct fp_rdev *rdev;		/* stays valid while the instance exists (see struct fp_type) */
+	u32 instance;			/* args[0] of BORROW/RETURN/RESET: tells instances apart */
+	struct mutex scan_lock;
+	struct mutex bm_lock;
+	spinlock_t state_lock;
+	bool scanned;			/* vcfg built (acquire/release) */
+	int scan_err;			/* the capability scan's error; written before scanned */
+	bool dead;			/* surprise-removed: the agent did not answer; until next open */
+	bool borrowed;			/* BORROW succeeded, no RETURN yet; bm_lock (WRITE_ONCE) */
+	struct eventfd_ctx *err_trigger;	/* VFIO_PCI_ERR_IRQ_INDEX */
+	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
+	struct fp_vcfg vcfg;
+	struct fp_cfg_pend pend;	/* bm_lock: forwarded bytes written before the borrow */
+
+	struct mutex dma_lock;		/* dmawin and its pages */
+	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
+	struct delayed_work refill;	/* pins what the VFIO user maps again after an unmap */
+	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
+
+	spinlock_t irq_lock;		/* the MSI/MSI-X triggers; irqsave (hard-irq delivery) */
+	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
+	u32 irq_count;			/* vectors enabled; as irq_index */
+	struct eventfd_ctx **irq_trig;	/* irq_count triggers, NULL = none; as irq_index */
+
+	struct mutex bar_lock;		/* bar_io, bar_leased; under bm_lock, and mmap_lock (faults) */
+	void __iomem *bar_io[FARPASS_NUM_BARS];	/* trapped BAR accesses; bar_lock, unmapped at close */
+	bool bar_leased;		/* bar_lock: BAR mmaps reach the slot (else the idle page) */
+	struct page *bar_idle;		/* all-ones: what BAR mmaps see while not borrowed; open..close */
+	struct inode *bar_inode;	/* its address space holds the BAR mmaps; open..close */
+};
+
+static inline struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
+{
+	return container_of(vdev, struct fp_mdev, vdev);
+}
+
+/* mdev.c: build the virtual config space at the first access after open (takes scan_lock). */
+void fp_cfg_ready(struct fp_mdev *fm);
+
+/* bar.c: the BAR regions. */
+/* ANNOUNCE (fp_lock): @desc's BAR slots in @link's BAR window, apart from every other slot there. */
+int fp_bar_slots_check(struct fp_link *link, const struct farpass_announce *desc);
+const struct farpass_bar *fp_bar_mapped(struct fp_mdev *fm, u32 index);
+int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_cap *caps);
+ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off, bool write);
+int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma);
+/* Open/close of the instance: the BAR mmaps' address space and idle page, the trapped ioremaps. */
+int fp_bar_open(struct fp_mdev *fm);
+void fp_bar_close(struct fp_mdev *fm);
+/* Borrow state (bm_lock): revoke every BAR mmap page; later faults map the slot only if @leased. */
+void fp_bar_lease(struct fp_mdev *fm, bool leased);
+
+#endif /* FARPASS_INSTANCE_H */
