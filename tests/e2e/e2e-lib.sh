@@ -392,9 +392,6 @@ e2e_expect_reset_works() {
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).
 e2e_counter() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
 
-# e2e_counter_delta C0 C1 NAME: how much counter NAME grew from snapshot C0 to snapshot C1.
-e2e_counter_delta() { echo $(($(e2e_counter "$2" "$3") - $(e2e_counter "$1" "$3"))); }
-
 # e2e_snapshot VM: farpass's counters on the lender and on borrower VM, one "HOST NAME VALUE" line each.
 # The lender is read before and after VM until both reads agree (at most 10 tries: a device may raise an
 # interrupt at any time, e.g. e1000e's watchdog every 2 s): no interrupt was posted while VM was read, so
