@@ -203,5 +203,8 @@ expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/
 expect "withdraw" fp_client $B withdraw --id 8
 expect "rmmod farpass (borrower)" rig_run $B --timeout 20 -- "rmmod farpass"
 expect "rmmod farpass (lender)" rig_run lender --timeout 20 -- "rmmod farpass"
-expect_klog_clean $B --also leak
+# (c) provoked write faults: the lender's stamps on the high buffer's unmapped upper half (slot 1's).
+dmawin=$(fp_inbound_iova $B 1)
+expect "borrower: farpass logged its DMA window's IOVA: $dmawin" test -n "$dmawin"
+expect_klog_clean $B --also leak --fault "$(printf '%#x+%#x' $((dmawin + off1 + size1 / 2)) $((size1 / 2)))"
 expect_klog_clean lender --also leak

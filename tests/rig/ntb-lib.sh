@@ -140,8 +140,9 @@ klog_known_lender_faults() {
 		sort -u
 }
 
-# klog_bad_lines LOG [ADDRESS...] [--known "DEVICE ADDRESS"...]: the lines of kernel log LOG that
-# KLOG_BAD_RE finds, except DMAR fault records at a given ADDRESS (faults the test provoked), records of
+# klog_bad_lines LOG [ADDRESS[+SIZE]...] [--known "DEVICE ADDRESS"...]: the lines of kernel log LOG that
+# KLOG_BAD_RE finds, except DMAR fault records at a given ADDRESS, or in [ADDRESS, ADDRESS+SIZE) (faults
+# the test provoked), records of
 # a DMA read by a known DEVICE at its ADDRESS, and the fault handler's status lines ("DRHD: handling
 # fault status reg", which the records follow).
 klog_bad_lines() {
@@ -158,14 +159,19 @@ klog_bad_lines() {
 	done
 	grep -E "$KLOG_BAD_RE" <<<"$log" | awk -v provoked="${provoked[*]}" -v known="$(printf '%s;' "${known[@]}")" '
 		function norm(a) { a = tolower(a); sub(/^0x0*/, "", a); return a }
+		function num(a,   v, i) { a = norm(a); v = 0; for (i = 1; i <= length(a); i++) v = v * 16 + index("0123456789abcdef", substr(a, i, 1)) - 1; return v }
 		BEGIN {
-			n = split(provoked, p, " "); for (i = 1; i <= n; i++) prov[norm(p[i])] = 1
+			n = split(provoked, p, " ")
+			for (i = 1; i <= n; i++) {
+				if (split(p[i], r, "+") == 2) { lo[++nr] = num(r[1]); hi[nr] = lo[nr] + num(r[2]) } else prov[norm(p[i])] = 1
+			}
 			n = split(known, k, ";"); for (i = 1; i <= n; i++) if (split(k[i], f, " ") == 2) kn[f[1] " " norm(f[2])] = 1
 		}
 		/DMAR: DRHD: handling fault status reg/ { next }
 		match($0, /fault addr 0x[0-9a-f]+/) && /DMAR: \[DMA (Read|Write)/ {
 			addr = norm(substr($0, RSTART + 11, RLENGTH - 11))
 			if (addr in prov) next
+			for (i = 1; i <= nr; i++) if (num(addr) >= lo[i] && num(addr) < hi[i]) next
 			dev = ""
 			if (match($0, /Request device \[[0-9a-f:.]+\]/)) dev = substr($0, RSTART + 16, RLENGTH - 17)
 			if (/\[DMA Read/ && (dev " " addr) in kn) next
@@ -173,8 +179,8 @@ klog_bad_lines() {
 		{ print }'
 }
 
-# expect_klog_clean VM [--fault ADDRESS]... [--also REGEX]: VM's kernel log (dmesg) has none of
-# KLOG_BAD_RE (nor REGEX), but for DMAR faults at the ADDRESSes the test provoked and, on the lender,
+# expect_klog_clean VM [--fault ADDRESS[+SIZE]]... [--also REGEX]: VM's kernel log (dmesg) has none of
+# KLOG_BAD_RE (nor REGEX), but for DMAR faults at the ADDRESSes (or ranges) the test provoked and, on the lender,
 # the KNOWN LENDER FAULT; prints the lines that are there. The log is kept in $RIGDIR/VM/dmesg.txt.
 expect_klog_clean() {
 	local vm=$1 provoked=() also= log bad what k
