@@ -9,9 +9,14 @@
 #  (a) device_del: the guest releases the device (DEVICE_DELETED, no nvme disk left), borrower1's agent
 #      gives it back, the lender shows it free and reset it;
 #  (b) device_add: the guest's nvme driver takes it again (borrowed again) and fio randwrite+verify
-#      works; the lender's backing file on L0 holds what it wrote. The guest's driver may give the
-#      device back and borrow it again on its own after device_add (a controller reset under load), so
-#      only the first three events are checked: borrow, give-back, borrow.
+#      works, its MSI-X queue interrupts at least 90% as many as the requests completed; the guest's
+#      kernel logged no nvme timeout, abort or controller reset; the lender's backing file on L0 holds
+#      what it wrote, and the canary written over it before the guest booted is intact everywhere else;
+#  (c) the guest's script exited 0 and its QEMU powered off within 60 s of the script's end, with
+#      status 0; borrower1's agent logged exactly: borrow (boot), give-back (device_del), borrow
+#      (device_add), give-back (power-off);
+#  (d) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault (but
+#      the known lender fault at its BAR window's offset 0, once).
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -26,6 +31,7 @@ e2e_remote_up $B $U 2560
 DEV="{\"driver\": \"vfio-pci\", \"id\": \"fp0\", \"bus\": \"rp1\", \"sysfsdev\": \"/sys/bus/mdev/devices/$U\"}"
 
 tag=$(e2e_tag)
+e2e_canary "$(rig_lender_nvme_img)"
 script="$E2E_GUEST_PAUSE
 for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
 echo \"E2E-NVME-DISKS at boot: \$(ls /sys/block | grep -c nvme)\"
@@ -49,16 +55,16 @@ e2e_l2_continue $B
 expect "L2 waits for the device to come back" e2e_l2_wait $B plug 300
 expect "(b) QMP device_add" e2e_qmp $B device_add "$DEV"
 e2e_l2_continue $B
-out=$(e2e_l2_finish $B) || echo "L2 QEMU: status $?"
+e2e_l2_end $B
+out=$E2E_OUT
 expect_eq "guest: the nvme disk at boot" "$(sed -n 's/^E2E-NVME-DISKS at boot: //p' <<<"$out")" 1
 expect_eq "(a) guest: no nvme disk after device_del" \
 	"$(sed -n 's/^E2E-NVME-DISKS after device_del: //p' <<<"$out")" 0
 expect_eq "(b) guest: the nvme disk is back after device_add" \
 	"$(sed -n 's/^E2E-NVME-DISKS after device_add: //p' <<<"$out")" 1
-# The guest's driver may give the device back and borrow it again on its own (a controller reset).
-expect_eq "(b) borrowed at boot, given back at device_del, borrowed again after device_add" \
-	"$(ag_log $B | grep -oE 'borrowed lender/|gave back lender/' | head -3 | tr -d '\n')" \
-	"borrowed lender/gave back lender/borrowed lender/"
 e2e_expect_reset_works $B
 e2e_expect_guest_fio "$out"
 e2e_expect_written "$(rig_lender_nvme_img)" "$tag"
+e2e_expect_borrows $B 2 "(c) borrower1's agent: borrow, give-back (device_del), borrow, give-back (power-off)"
+expect_klog_clean $B
+expect_klog_clean lender

@@ -8,8 +8,14 @@
 #      borrow, give-back, borrow; QEMU's resets of the mdev (machine start, reboot) succeeded with no
 #      lease held (no "no available reset mechanism"; the mdev's resets counter counted them);
 #  (c) second boot: the stock nvme driver took the device again, fio read back tag A (verify only), then
-#      wrote tag B with verify, interrupts counted; on L0 the backing file holds tag B;
-#  (d) the final power-off returned the device (the lender shows it free and reset it).
+#      wrote tag B with verify; its MSI-X queue interrupts at least 90% as many as the requests completed;
+#      its kernel logged no nvme timeout, abort or controller reset; its script exited 0; on L0 the
+#      backing file holds tag B; the canary written over the file before the guest booted is intact
+#      everywhere but the fio regions and the marker block (checked after each boot);
+#  (d) the final power-off returned the device (the lender shows it free and reset it); the QEMU exited
+#      within 60 s of the second boot's script end, with status 0;
+#  (e) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault (but
+#      the known lender fault at its BAR window's offset 0, once).
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -27,6 +33,8 @@ tag_b=$(e2e_other_tag "$tag_a")
 marker=E2E-BOOT1-$tag_a
 # The marker's block: 128 MiB into the namespace, outside every fio region (E2E_REGIONS).
 mark_blk=$(((128 << 20) / 4096))
+E2E_WRITTEN_EXTRA=($((mark_blk * 4096)):4096)
+e2e_canary "$(rig_lender_nvme_img)"
 script="$E2E_GUEST_PAUSE
 for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
 if [ \"\$(dd if=/dev/nvme0n1 bs=4096 skip=$mark_blk count=1 2>/dev/null | head -c ${#marker})\" != $marker ]; then
@@ -50,7 +58,8 @@ done
 expect_eq "(a) boot 1: the marker block written" "$(sed -n 's/^E2E-MARKER rc=//p' <<<"$boot1")" 0
 e2e_expect_written "$(rig_lender_nvme_img)" "$tag_a"
 e2e_l2_continue $B
-out=$(e2e_l2_finish $B) || echo "L2 QEMU: status $?"
+e2e_l2_end $B
+out=$E2E_OUT
 boot2=$(awk '/^L2-BOOTED/ { n++ } n >= 2' <<<"$out")
 expect "(b) the guest booted a second time" grep -q '^E2E-BOOT 2' <<<"$boot2"
 e2e_expect_reset_works $B
@@ -63,11 +72,6 @@ done
 e2e_expect_guest_fio "$boot2"
 e2e_expect_written "$(rig_lender_nvme_img)" "$tag_b"
 ag_expect_returned $B 60 "(d)"
-# The power-off's give-back is the second: wait for it before reading the sequence.
-for _ in $(seq 60); do
-	[ "$(ag_log $B | grep -c 'gave back lender/')" -lt 2 ] || break
-	sleep 1
-done
-expect_eq "(b) borrower1's agent: borrow, give-back (reboot), borrow, give-back (power-off)" \
-	"$(ag_log $B | grep -oE 'borrowed lender/|gave back lender/' | tr -d '\n')" \
-	"borrowed lender/gave back lender/borrowed lender/gave back lender/"
+e2e_expect_borrows $B 2 "(b) borrower1's agent: borrow, give-back (reboot), borrow, give-back (power-off)"
+expect_klog_clean $B
+expect_klog_clean lender

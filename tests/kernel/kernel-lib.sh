@@ -51,6 +51,12 @@ fp_counter() {
 	rig_run "$1" -- "awk '\$1 == \"$2\" { print \$2 }' $FP_DBG/counters"
 }
 
+# fp_inbound_iova VM MW: the IOVA farpass reserved in VM's link-1 NTB's DMA domain for its inbound window
+# MW ("inbound window MW: ... at IOVA X" in VM's kernel log, the last such line).
+fp_inbound_iova() {
+	rig_run "$1" -- dmesg | sed -nE "s/.* $(ntb_pci "$1"): inbound window $2: .* at IOVA (0x[0-9a-f]+)\$/\1/p" | tail -n1
+}
+
 # fp_types VM [LINK]: the mdev type names on VM's NTB (one per line, sorted).
 fp_types() {
 	rig_run "$1" -- "ls /sys/class/mdev_bus/$(ntb_pci "$1" "${2:-1}")/mdev_supported_types 2>/dev/null | sort"
