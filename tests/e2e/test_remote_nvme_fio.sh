@@ -20,8 +20,7 @@
 #  (e) the guest's shutdown returned the device: borrower1's agent gave it back, the lender shows it free
 #      and reset it (bus master off, CSTS.RDY 0); QEMU's reset of the unborrowed mdev at the guest's start
 #      succeeded (no "no available reset mechanism");
-#  (f) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault (but
-#      the known lender fault at its BAR window's offset 0, once).
+#  (f) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 # Prints the L2 run's duration and the allowed counters' growth.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"

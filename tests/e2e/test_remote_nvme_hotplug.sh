@@ -15,8 +15,7 @@
 #  (c) the guest's script exited 0 and its QEMU powered off within 60 s of the script's end, with
 #      status 0; borrower1's agent logged exactly: borrow (boot), give-back (device_del), borrow
 #      (device_add), give-back (power-off);
-#  (d) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault (but
-#      the known lender fault at its BAR window's offset 0, once).
+#  (d) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

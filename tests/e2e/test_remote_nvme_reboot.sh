@@ -14,8 +14,7 @@
 #      everywhere but the fio regions and the marker block (checked after each boot);
 #  (d) the final power-off returned the device (the lender shows it free and reset it); the QEMU exited
 #      within 60 s of the second boot's script end, with status 0;
-#  (e) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault (but
-#      the known lender fault at its BAR window's offset 0, once).
+#  (e) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

@@ -129,35 +129,13 @@ KLOG_BAD_RE='WARNING|BUG|Oops|rcu: INFO|detected stall|blocked for more than|har
 # A DMAR fault record: "DMAR: [DMA Read NO_PASID] Request device [00:0a.0] fault addr 0xbc000000 [...".
 KLOG_FAULT_RE='DMAR: \[DMA (Read|Write)[^]]*\] Request device \[[0-9a-f:.]+\] fault addr 0x[0-9a-f]+'
 
-# KNOWN LENDER FAULT, to delete once farpass.ko no longer causes it: every remote run leaves a DMAR read
-# fault of the lender's NTB on the first page of its BAR window (inbound window 0: the IOVA farpass
-# reserved for it, "inbound window 0: ... at IOVA X" in its log), the NTB reading the window before the
-# lease maps it: one burst of reads, e.g. three records within 1 ms for IOVAs 0xbc000000-0xbc000008 (one
-# page, one fault address). klog_known_lender_faults VM-LOG: "DEVICE ADDRESS" (as a fault record names
-# them) of that fault per lender NTB, read from the lender's log.
-klog_known_lender_faults() {
-	sed -nE 's/.* [0-9a-f]{4}:([0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): inbound window 0: .* at IOVA 0x0*([0-9a-f]+)$/\1 0x\2/p' <<<"$1" |
-		sort -u
-}
-
-# klog_bad_lines LOG [ADDRESS[+SIZE]...] [--known "DEVICE ADDRESS"...]: the lines of kernel log LOG that
-# KLOG_BAD_RE finds, except DMAR fault records at a given ADDRESS, or in [ADDRESS, ADDRESS+SIZE) (faults
-# the test provoked), records of
-# a DMA read by a known DEVICE at its ADDRESS, and the fault handler's status lines ("DRHD: handling
-# fault status reg", which the records follow).
+# klog_bad_lines LOG [ADDRESS[+SIZE]...]: the lines of kernel log LOG that KLOG_BAD_RE finds, except DMAR
+# fault records at a given ADDRESS, or in [ADDRESS, ADDRESS+SIZE) (faults the test provoked), and the fault
+# handler's status lines ("DRHD: handling fault status reg", which the records follow).
 klog_bad_lines() {
-	local log=$1 provoked=() known=()
+	local log=$1
 	shift
-	while (($#)); do
-		if [ "$1" = --known ]; then
-			known+=("$2")
-			shift 2
-		else
-			provoked+=("$1")
-			shift
-		fi
-	done
-	grep -E "$KLOG_BAD_RE" <<<"$log" | awk -v provoked="${provoked[*]}" -v known="$(printf '%s;' "${known[@]}")" '
+	grep -E "$KLOG_BAD_RE" <<<"$log" | awk -v provoked="$*" '
 		function norm(a) { a = tolower(a); sub(/^0x0*/, "", a); return a }
 		function num(a,   v, i) { a = norm(a); v = 0; for (i = 1; i <= length(a); i++) v = v * 16 + index("0123456789abcdef", substr(a, i, 1)) - 1; return v }
 		BEGIN {
@@ -165,25 +143,21 @@ klog_bad_lines() {
 			for (i = 1; i <= n; i++) {
 				if (split(p[i], r, "+") == 2) { lo[++nr] = num(r[1]); hi[nr] = lo[nr] + num(r[2]) } else prov[norm(p[i])] = 1
 			}
-			n = split(known, k, ";"); for (i = 1; i <= n; i++) if (split(k[i], f, " ") == 2) kn[f[1] " " norm(f[2])] = 1
 		}
 		/DMAR: DRHD: handling fault status reg/ { next }
 		match($0, /fault addr 0x[0-9a-f]+/) && /DMAR: \[DMA (Read|Write)/ {
 			addr = norm(substr($0, RSTART + 11, RLENGTH - 11))
 			if (addr in prov) next
 			for (i = 1; i <= nr; i++) if (num(addr) >= lo[i] && num(addr) < hi[i]) next
-			dev = ""
-			if (match($0, /Request device \[[0-9a-f:.]+\]/)) dev = substr($0, RSTART + 16, RLENGTH - 17)
-			if (/\[DMA Read/ && (dev " " addr) in kn) next
 		}
 		{ print }'
 }
 
 # expect_klog_clean VM [--fault ADDRESS[+SIZE]]... [--also REGEX]: VM's kernel log (dmesg) has none of
-# KLOG_BAD_RE (nor REGEX), but for DMAR faults at the ADDRESSes (or ranges) the test provoked and, on the lender,
-# the KNOWN LENDER FAULT; prints the lines that are there. The log is kept in $RIGDIR/VM/dmesg.txt.
+# KLOG_BAD_RE (nor REGEX), but for DMAR faults at the ADDRESSes (or ranges) the test provoked; prints the
+# lines that are there. The log is kept in $RIGDIR/VM/dmesg.txt.
 expect_klog_clean() {
-	local vm=$1 provoked=() also= log bad what k
+	local vm=$1 provoked=() also= log bad what
 	shift
 	while (($#)); do
 		case $1 in
@@ -196,15 +170,8 @@ expect_klog_clean() {
 	printf '%s\n' "$log" >"$(rig_vm_dir "$vm")/dmesg.txt"
 	what="$vm: kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault${also:+, nor /$also/}"
 	((${#provoked[@]} == 0)) || what+=" (but the faults provoked at ${provoked[*]})"
-	local known=()
-	if [ "$vm" = lender ]; then
-		while read -r k; do
-			[ -n "$k" ] && known+=(--known "$k")
-		done < <(klog_known_lender_faults "$log")
-		((${#known[@]} == 0)) || what+=" (but the known lender fault: reads by $(klog_known_lender_faults "$log" | tr '\n' ' ' | sed 's/ $//'))"
-	fi
 	bad=$(
-		klog_bad_lines "$log" "${provoked[@]}" "${known[@]}"
+		klog_bad_lines "$log" "${provoked[@]}"
 		[ -z "$also" ] || grep -E "$also" <<<"$log" || true
 	)
 	if [ -z "$bad" ]; then
