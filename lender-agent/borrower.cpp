@@ -112,7 +112,7 @@ void Borrower::restore()
 	try {
 		for (const auto &[key, id] : state->at("ids").items())
 			ids_[key] = id.get<std::uint32_t>();
-		const std::int64_t now = clock_.now_ms();
+		const std::int64_t now = clock_.monotonic_ms();
 		for (const json &saved : state->at("devices")) {
 			AnnouncedDevice entry;
 			RemoteDevice &d = entry.device;
@@ -144,7 +144,7 @@ void Borrower::restore()
 
 void Borrower::tick()
 {
-	const std::int64_t now = clock_.now_ms();
+	const std::int64_t now = clock_.monotonic_ms();
 	if (now >= next_poll_ms_) {
 		next_poll_ms_ = now + poll_ms_;
 		refresh();
@@ -271,7 +271,7 @@ void Borrower::reconcile()
 
 void Borrower::renew_due()
 {
-	const std::int64_t now = clock_.now_ms();
+	const std::int64_t now = clock_.monotonic_ms();
 	for (auto &[key, entry] : devices_) {
 		if (!entry.lease || now < entry.lease->renew_at_ms)
 			continue;
@@ -388,7 +388,7 @@ void Borrower::borrow(AnnouncedDevice &device)
 	const std::string key = key_of(device.device.lender_host, pci);
 	const json result = call_lender(device, "lease.acquire", {{"pci", pci}});
 	const std::int64_t lease_ms = result.at("lease_ms");
-	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.now_ms() + lease_ms / 3};
+	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.monotonic_ms() + lease_ms / 3};
 	persist();
 	if (!result.value("data_path", false)) {
 		log_(LogLevel::info, "borrower: borrowed " + key + " without data path (the lender maps no BARs towards us)");

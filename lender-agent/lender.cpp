@@ -40,7 +40,8 @@ void check_config_access(std::uint32_t offset, unsigned width)
 								    " is unaligned or outside config space");
 }
 
-json device_state(const LentDevice &device)
+// wall_offset_ms: wall clock minus monotonic clock now, to write expiry times as wall-clock times.
+json device_state(const LentDevice &device, std::int64_t wall_offset_ms)
 {
 	json state = {{"pci", device.pci_address},
 		      {"vendor", device.info.vendor},
@@ -55,7 +56,7 @@ json device_state(const LentDevice &device)
 			dma.push_back({{"iova", m.iova}, {"size", m.size}, {"window_offset", m.window_offset}});
 		state["lease"] = {{"id", device.lease->id},
 				  {"borrower", device.lease->borrower},
-				  {"expires_at_ms", device.lease->expires_at_ms},
+				  {"expires_at_ms", device.lease->expires_at_ms + wall_offset_ms},
 				  {"dma", dma},
 				  {"irqs", nullptr}};
 		if (device.irqs)
@@ -105,6 +106,8 @@ std::vector<std::string> Lender::restore()
 		throw AgentError(ErrorCode::internal_error, "state file has version " +
 								    state->value("version", json()).dump() +
 								    ", this agent reads " + std::to_string(state_version));
+	const std::int64_t now = clock_.monotonic_ms();
+	const std::int64_t wall_offset_ms = clock_.wall_ms() - now;
 	try {
 		for (const json &saved : state->at("devices")) {
 			const std::string address = saved.at("pci");
@@ -121,10 +124,11 @@ std::vector<std::string> Lender::restore()
 			device.bars = place_bars(device.slot, device.info.bar_sizes, device.info.bar_flags, window_);
 			// While this agent was down its borrowers could not renew: a restored lease gets a
 			// full lease time from now, so the lender's own downtime never takes a device away.
+			// The file holds wall-clock times (the monotonic clock restarts with the boot).
 			if (!saved.at("lease").is_null())
 				device.lease = Lease{saved["lease"].at("id"), saved["lease"].at("borrower"),
-						     std::max(saved["lease"].at("expires_at_ms").get<std::int64_t>(),
-							      clock_.now_ms() + lease_ms_)};
+						     std::max(saved["lease"].at("expires_at_ms").get<std::int64_t>() - wall_offset_ms,
+							      now + lease_ms_)};
 			sysfs_.bind_to_vfio(address);
 			device.vfio = vfio_.open(address, device.info.iommu_group);
 			LentDevice &restored = devices_.emplace(address, std::move(device)).first->second;
@@ -194,7 +198,7 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 		if (!device.data_path_ntb.empty())
 			set_bus_master(device, true);
 	}
-	device.lease->expires_at_ms = clock_.now_ms() + lease_ms_;
+	device.lease->expires_at_ms = clock_.monotonic_ms() + lease_ms_;
 	persist();
 	return *device.lease;
 }
@@ -202,7 +206,7 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 Lease Lender::renew(const std::string &pci_address, const std::string &borrower, const std::string &lease_id)
 {
 	LentDevice &device = holder_device(pci_address, borrower, lease_id);
-	device.lease->expires_at_ms = clock_.now_ms() + lease_ms_;
+	device.lease->expires_at_ms = clock_.monotonic_ms() + lease_ms_;
 	persist();
 	return *device.lease;
 }
@@ -216,7 +220,7 @@ void Lender::release(const std::string &pci_address, const std::string &borrower
 std::vector<ExpiredLease> Lender::expire_due()
 {
 	std::vector<ExpiredLease> expired;
-	const std::int64_t now = clock_.now_ms();
+	const std::int64_t now = clock_.monotonic_ms();
 	for (auto &[address, device] : devices_) {
 		if (device.lease && device.lease->expires_at_ms <= now) {
 			expired.push_back({address, *device.lease});
@@ -236,7 +240,7 @@ std::uint32_t Lender::read_config(const std::string &pci_address, const std::str
 		// Without a lease: reading a device nobody else borrows is allowed (the borrower's kernel
 		// scans config space when a VM opens the device, before it borrows it).
 		LentDevice &device = find(pci_address);
-		if (device.lease && device.lease->borrower != borrower && device.lease->expires_at_ms > clock_.now_ms())
+		if (device.lease && device.lease->borrower != borrower && device.lease->expires_at_ms > clock_.monotonic_ms())
 			throw AgentError(ErrorCode::device_busy, pci_address + " is borrowed by " + device.lease->borrower);
 		return device.vfio->read_config(offset, width);
 	}
@@ -357,7 +361,7 @@ LentDevice &Lender::holder_device(const std::string &pci_address, const std::str
 	LentDevice &device = find(pci_address);
 	// An expired lease that expire_due has not reaped yet is already over for its holder.
 	if (!device.lease || device.lease->id != lease_id || device.lease->borrower != borrower ||
-	    device.lease->expires_at_ms <= clock_.now_ms())
+	    device.lease->expires_at_ms <= clock_.monotonic_ms())
 		throw AgentError(ErrorCode::no_such_lease,
 				 "no live lease " + lease_id + " of " + borrower + " on " + pci_address);
 	return device;
@@ -485,8 +489,9 @@ std::uint32_t Lender::free_slot() const
 void Lender::persist() const
 {
 	json devices = json::array();
+	const std::int64_t wall_offset_ms = clock_.wall_ms() - clock_.monotonic_ms();
 	for (const auto &[address, device] : devices_)
-		devices.push_back(device_state(device));
+		devices.push_back(device_state(device, wall_offset_ms));
 	store_.save({{"version", state_version}, {"devices", devices}});
 }
 

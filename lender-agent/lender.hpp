@@ -29,7 +29,7 @@ namespace farpass::agent {
 struct Lease {
 	std::string id;
 	std::string borrower; // host name the borrower's agent authenticated with
-	std::int64_t expires_at_ms = 0;
+	std::int64_t expires_at_ms = 0; // Clock::monotonic_ms(); wall-clock time only in the state file
 };
 
 struct DmaMapping {
@@ -128,7 +128,7 @@ public:
 
 	const std::map<std::string, LentDevice> &devices() const { return devices_; }
 	std::int64_t lease_ms() const { return lease_ms_; }
-	std::int64_t now_ms() const { return clock_.now_ms(); }
+	std::int64_t now_ms() const { return clock_.monotonic_ms(); } // the time of expires_at_ms
 
 private:
 	LentDevice &find(const std::string &pci_address);

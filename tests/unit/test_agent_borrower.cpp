@@ -256,6 +256,32 @@ TEST_CASE("held leases are renewed every lease_ms / 3 and outlive many lease tim
 	CHECK_FALSE(f.borrower->devices().begin()->second.lease);
 }
 
+TEST_CASE("a borrower whose wall clock steps back 60 s goes on renewing on time (monotonic clock)")
+{
+	BorrowerFixture f; // lease_ms 10 000: a renewal every 3333 ms
+	f.borrower->refresh();
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	f.clock.wall_offset -= 60'000;
+	for (int i = 0; i < 30; i++) {
+		f.advance(1000);
+		f.borrower->tick();
+		CHECK(f.lender.lender->expire_due().empty());
+	}
+	CHECK(std::count(f.calls.begin(), f.calls.end(), "lease.renew") == 7); // every 4 s at 1 s ticks
+}
+
+TEST_CASE("a lender whose wall clock steps keeps each lease for lease_ms of monotonic time")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	f.lender.clock.wall_offset += 3'600'000; // forward: no early expiry
+	CHECK(f.lender.lender->expire_due().empty());
+	f.lender.clock.wall_offset -= 7'200'000; // back: no longer lease either
+	f.lender.clock.now += 10'000;
+	CHECK(f.lender.lender->expire_due().size() == 1);
+}
+
 // ---- the data path
 
 namespace {

@@ -278,6 +278,28 @@ TEST_CASE("a lease that ran out while the lender was down gets a full lease time
 	CHECK(agent.lender->acquire(nvme_address, "borrower-c").borrower == "borrower-c");
 }
 
+TEST_CASE("state.json holds wall-clock expiry times; restore turns them into monotonic time")
+{
+	AgentFixture agent(10'000);
+	agent.lender->lend(nvme_address);
+	agent.lender->acquire(nvme_address, "borrower-b");
+	const auto state = agent.store.load();
+	REQUIRE(state);
+	CHECK(state->at("devices")[0]["lease"]["expires_at_ms"] == agent.clock.wall_ms() + 10'000);
+
+	// The host rebooted (monotonic time starts again) and the agent is back 2 s after a save that had
+	// 32 s of the lease left: it keeps the 30 s that remain, more than a fresh lease time.
+	const std::int64_t saved_wall = agent.clock.wall_ms();
+	auto saved = *state;
+	saved["devices"][0]["lease"]["expires_at_ms"] = saved_wall + 32'000;
+	agent.store.save(saved);
+	agent.restart();
+	agent.clock.now = 5'000;
+	agent.clock.wall_offset = saved_wall + 2'000 - agent.clock.now;
+	agent.lender->restore();
+	CHECK(agent.lender->devices().at(nvme_address).lease->expires_at_ms == agent.clock.now + 30'000);
+}
+
 TEST_CASE("restore forgets devices that disappeared from the host and persists that")
 {
 	AgentFixture agent;
