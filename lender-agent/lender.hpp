@@ -109,9 +109,9 @@ public:
 	// Device access on behalf of a lease holder; config reads also without a lease (empty lease_id)
 	// while no other host borrows the device.
 	std::uint32_t read_config(const std::string &pci_address, const std::string &borrower,
-				  const std::string &lease_id, std::uint32_t offset, unsigned width);
+				  const std::string &lease_id, std::uint64_t offset, std::uint64_t width);
 	void write_config(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
-			  std::uint32_t offset, unsigned width, std::uint32_t value);
+			  std::uint64_t offset, std::uint64_t width, std::uint64_t value);
 	void reset(const std::string &pci_address, const std::string &borrower, const std::string &lease_id);
 	void map_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
 		     std::uint64_t iova, std::uint64_t size, std::uint64_t window_offset);

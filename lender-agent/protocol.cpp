@@ -72,6 +72,8 @@ void check_params(const ParamSchema &schema, const json &params)
 		} else if (!has_type(*value, field.type)) {
 			throw AgentError(ErrorCode::invalid_params, "parameter \"" + std::string(field.name) +
 									    "\" must be " + type_name(field.type));
+		} else if (field.type == ParamType::unsigned_integer) {
+			decode_uint(*value, field.name, field.min, field.max);
 		}
 	}
 	for (const auto &item : params.items()) {
@@ -81,6 +83,19 @@ void check_params(const ParamSchema &schema, const json &params)
 		if (!known)
 			throw AgentError(ErrorCode::invalid_params, "unknown parameter \"" + name + "\"");
 	}
+}
+
+std::uint64_t decode_uint(const json &value, std::string_view name, std::uint64_t min, std::uint64_t max)
+{
+	// Parsed JSON holds non-negative integers as unsigned; JSON built in this process may hold them signed.
+	if (value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0)) {
+		const auto number = value.get<std::uint64_t>();
+		if (number >= min && number <= max)
+			return number;
+	}
+	throw AgentError(ErrorCode::invalid_params, "\"" + std::string(name) + "\" must be an unsigned integer from " +
+							    std::to_string(min) + " to " + std::to_string(max) +
+							    ", not " + dump_message(value));
 }
 
 json result_reply(const json &id, json result)

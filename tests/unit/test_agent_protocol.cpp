@@ -261,6 +261,66 @@ TEST_CASE("device.read_config, write_config, reset, dma.map and dma.unmap need t
 	}
 }
 
+TEST_CASE("numeric parameters: ranges checked in 64-bit before the handler, boundary and wrapping values")
+{
+	AgentFixture agent;
+	agent.call("device.lend", {{"pci", nvme_address}});
+	const std::string lease =
+		agent.call("lease.acquire", {{"pci", nvme_address}}, Principal::peer, "borrower-b")["result"]["lease"];
+	const auto as = [&](const std::string &method, json params) {
+		params["pci"] = nvme_address;
+		params["lease"] = lease;
+		return agent.call(method, params, Principal::peer, "borrower-b");
+	};
+	const auto invalid = [&](const std::string &method, const json &params) {
+		return error_code(as(method, params)) == code(ErrorCode::invalid_params);
+	};
+	constexpr std::uint64_t two_32 = 1ull << 32, max64 = ~0ull;
+
+	// Config space: the last byte and the last dword are fine; past them, and values that would
+	// wrap to a valid one in 32 bits (2^32 + 4 was offset 4, 2^32 + 2 width 2), are not.
+	CHECK(as("device.read_config", {{"offset", 4095}, {"width", 1}}).contains("result"));
+	CHECK(as("device.read_config", {{"offset", 4092}, {"width", 4}}).contains("result"));
+	CHECK(invalid("device.read_config", {{"offset", 4096}, {"width", 1}}));
+	CHECK(invalid("device.read_config", {{"offset", 4094}, {"width", 4}}));
+	CHECK(invalid("device.read_config", {{"offset", two_32 + 4}, {"width", 2}}));
+	CHECK(invalid("device.read_config", {{"offset", 4}, {"width", two_32 + 2}}));
+	CHECK(invalid("device.read_config", {{"offset", 4}, {"width", 0}}));
+	CHECK(as("device.read_config", {{"offset", two_32 + 4}, {"width", 2}})["error"]["message"] ==
+	      "\"offset\" must be an unsigned integer from 0 to 4095, not 4294967300");
+	CHECK(as("device.write_config", {{"offset", 0x10}, {"width", 4}, {"value", two_32 - 1}}).contains("result"));
+	CHECK(invalid("device.write_config", {{"offset", 0x10}, {"width", 4}, {"value", two_32}}));
+	CHECK(invalid("device.write_config", {{"offset", 0x10}, {"width", 2}, {"value", two_32 + 6}}));
+	CHECK(invalid("device.write_config", {{"offset", 0x10}, {"width", 2}, {"value", 0x10000}}));
+	CHECK(agent.vfio.records.at(nvme_address)->config[0x10] == 0xff); // the refused writes wrote nothing
+
+	// DMA: an IOVA range may end at 2^64 but not wrap past it; empty ranges are refused.
+	CHECK(as("dma.map", {{"iova", max64 - 4095}, {"size", 4096}, {"window_offset", 0}}).contains("result"));
+	CHECK(invalid("dma.map", {{"iova", max64 - 4095}, {"size", 8192}, {"window_offset", 4096}}));
+	CHECK(invalid("dma.map", {{"iova", 0}, {"size", 0}, {"window_offset", 0}}));
+	CHECK(invalid("dma.map", {{"iova", 0}, {"size", 4096}, {"window_offset", max64}}));
+
+	// Interrupts: index 0 to 2, at most 2048 vectors.
+	CHECK(invalid("irq.set", {{"index", 3}, {"count", 1}}));
+	CHECK(invalid("irq.set", {{"index", max64}, {"count", 1}}));
+	CHECK(invalid("irq.set", {{"index", 2}, {"count", 2049}}));
+	CHECK(invalid("irq.set", {{"index", 2}, {"count", two_32 + 1}}));
+	CHECK(invalid("irq.set", {{"index", 2}, {"count", -1}}));
+}
+
+TEST_CASE("decode_uint: the range's ends are in, one past them and other JSON types are not")
+{
+	CHECK(decode_uint(json(5), "n", 5, 9) == 5);
+	CHECK(decode_uint(json(9), "n", 5, 9) == 9);
+	CHECK(decode_uint(json(~0ull), "n", 0, ~0ull) == ~0ull);
+	for (const json &bad : {json(4), json(10), json(-1), json(5.5), json("5"), json(nullptr)}) {
+		CAPTURE(bad);
+		CHECK_THROWS_AS(decode_uint(bad, "n", 5, 9), AgentError);
+	}
+	CHECK_THROWS_AS(decode_uint<std::uint16_t>(json(0x10000), "vendor"), AgentError);
+	CHECK(decode_uint<std::uint16_t>(json(0xffff), "vendor") == 0xffff);
+}
+
 TEST_CASE("device.read_config without a lease: a free device, or one the caller borrows; busy otherwise")
 {
 	AgentFixture agent;
