@@ -51,8 +51,13 @@ template <typename T> T number(const json &config, const char *key, T fallback, 
 
 AgentConfig parse_config(std::string_view text)
 {
-	const json config = json::parse(text, nullptr, false, true);
-	if (config.is_discarded() || !config.is_object())
+	json config;
+	try {
+		config = parse_json(text, true);
+	} catch (const AgentError &e) {
+		throw AgentError(ErrorCode::invalid_params, std::string("config: ") + e.what());
+	}
+	if (!config.is_object())
 		throw AgentError(ErrorCode::invalid_params, "config: not a JSON object");
 	for (const auto &[key, value] : config.items())
 		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&

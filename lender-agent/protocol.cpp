@@ -38,11 +38,25 @@ json error_object(ErrorCode code, int err, const std::string &message)
 
 } // namespace
 
+json parse_json(std::string_view text, bool comments)
+{
+	// depth: the number of containers around the one starting.
+	const auto limit_depth = [](int depth, json::parse_event_t event, json &) {
+		if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+		    depth >= max_json_depth)
+			throw AgentError(ErrorCode::parse_error,
+					 "JSON nested deeper than " + std::to_string(max_json_depth) + " levels");
+		return true;
+	};
+	json value = json::parse(text, limit_depth, false, comments);
+	if (value.is_discarded())
+		throw AgentError(ErrorCode::parse_error, "not valid JSON");
+	return value;
+}
+
 Request parse_request(std::string_view payload, json &id)
 {
-	json message = json::parse(payload, nullptr, false);
-	if (message.is_discarded())
-		throw AgentError(ErrorCode::parse_error, "message is not valid JSON");
+	json message = parse_json(payload);
 	if (!message.is_object())
 		throw AgentError(ErrorCode::invalid_request, "message is not a JSON object");
 	if (const auto found = message.find("id"); found != message.end() && found->is_number_unsigned())

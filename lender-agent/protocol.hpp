@@ -23,6 +23,15 @@ struct Request {
 	nlohmann::json params; // always an object
 };
 
+// Nothing the agents exchange or keep nests deeper than a few levels; deeper input is refused while it
+// is parsed, before it can cost the recursive dump, compare and destroy of nlohmann::json.
+inline constexpr int max_json_depth = 16;
+
+// The one JSON parser for what crosses a boundary (messages, replies, state and config files): throws
+// AgentError(parse_error) for text that is not JSON or nests containers more than max_json_depth deep.
+// comments: allow // and /* */ (the config file).
+nlohmann::json parse_json(std::string_view text, bool comments = false);
+
 // Parses and checks the envelope; id is set as soon as it is known so an error reply can carry it.
 // Throws AgentError(parse_error or invalid_request).
 Request parse_request(std::string_view payload, nlohmann::json &id);

@@ -63,7 +63,9 @@ TEST_CASE("unknown keys, wrong types, short leases and incomplete peers are erro
 	      "config: \"lease_ms\" must be an unsigned integer from 1000 to 3600000, not 10");
 	CHECK(error_of(R"({"peers": [{"host": "b"}]})") == "config: each peer needs \"host\" and \"address\"");
 	CHECK(error_of("[1]") == "config: not a JSON object");
-	CHECK(error_of("{") == "config: not a JSON object");
+	CHECK(error_of("{") == "config: not valid JSON");
+	CHECK(error_of(R"({"peers": )" + std::string(20, '[') + std::string(20, ']') + "}") ==
+	      "config: JSON nested deeper than 16 levels");
 }
 
 TEST_CASE("borrowing: a peer's ntb, poll_ms and the device path")

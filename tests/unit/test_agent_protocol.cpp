@@ -261,6 +261,40 @@ TEST_CASE("device.read_config, write_config, reset, dma.map and dma.unmap need t
 	}
 }
 
+TEST_CASE("JSON nested deeper than max_json_depth is a parse_error, at any boundary")
+{
+	const auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+	CHECK(parse_json(nested(max_json_depth)).is_array());
+	CHECK_THROWS_WITH_AS(parse_json(nested(max_json_depth + 1)), "JSON nested deeper than 16 levels", AgentError);
+	CHECK_THROWS_AS(parse_json(nested(100'000)), AgentError);
+	CHECK_THROWS_WITH_AS(parse_json("{\"a\":"), "not valid JSON", AgentError);
+
+	AgentFixture agent;
+	const std::string deep = R"({"id": 3, "method": "device.list", "params": {"x": )" + nested(20) + "}}";
+	const json reply = agent.dispatcher->handle(deep, {Principal::local_admin, ""});
+	CHECK(error_code(reply) == code(ErrorCode::parse_error));
+	CHECK(reply["error"]["message"] == "JSON nested deeper than 16 levels");
+}
+
+TEST_CASE("before hello only a small frame is accepted; after it, up to the frame limit")
+{
+	AgentFixture agent;
+	LoggedSession before(agent);
+	const std::string big(max_hello_payload + 1, ' ');
+	const auto refused = decode_all(before.session.receive(encode_frame(big)));
+	REQUIRE(refused.size() == 1);
+	CHECK(error_code(refused[0]) == code(ErrorCode::message_too_large));
+	CHECK(before.session.closed());
+
+	LoggedSession after(agent);
+	after.session.receive(hello_frame());
+	const std::string padded = R"({"id": 1, "method": "device.list")" + std::string(max_hello_payload, ' ') + "}";
+	const auto replies = decode_all(after.session.receive(encode_frame(padded)));
+	REQUIRE(replies.size() == 1);
+	CHECK(replies[0].contains("result"));
+	CHECK_FALSE(after.session.closed());
+}
+
 TEST_CASE("numeric parameters: ranges checked in 64-bit before the handler, boundary and wrapping values")
 {
 	AgentFixture agent;
