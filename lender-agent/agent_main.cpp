@@ -47,7 +47,7 @@ void log_line(LogLevel level, const std::string &line)
 {
 	// "<N>" is the sd-daemon priority prefix journald strips and records. One write per line: two
 	// threads log.
-	const std::string text = "<" + std::to_string(static_cast<int>(level)) + ">" + line + "\n";
+	const std::string text = "<" + std::to_string(static_cast<int>(level)) + ">" + escape_for_log(line) + "\n";
 	std::cerr.write(text.data(), static_cast<std::streamsize>(text.size()));
 	std::cerr.flush();
 }
@@ -358,8 +358,11 @@ int main(int argc, char **argv)
 		Agent agent(load_config(config_path));
 		agent.run();
 		return 0;
-	} catch (const AgentError &e) {
+	} catch (const std::exception &e) { // a bad config or state file, a failed system call, a bug
 		log_line(LogLevel::error, std::string("fatal: ") + e.what());
+		return 1;
+	} catch (...) {
+		log_line(LogLevel::error, "fatal: unknown failure");
 		return 1;
 	}
 }

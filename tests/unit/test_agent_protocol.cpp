@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "agent_fakes.hpp"
+#include "log.hpp"
 #include "client.hpp"
 #include "errors.hpp"
 #include "framing.hpp"
@@ -259,6 +260,13 @@ TEST_CASE("device.read_config, write_config, reset, dma.map and dma.unmap need t
 						valid_for_method[field.name] = params[field.name];
 		CHECK(error_code(as(method, valid_for_method, "borrower-c")) == code(ErrorCode::no_such_lease));
 	}
+}
+
+TEST_CASE("log lines escape control characters and backslashes: a peer's name cannot forge a line")
+{
+	CHECK(escape_for_log("hello from evil\n<3>fatal: forged\r\x1b[2J\x7f\\x0a") ==
+	      "hello from evil\\x0a<3>fatal: forged\\x0d\\x1b[2J\\x7f\\\\x0a");
+	CHECK(escape_for_log("lender-a: hello from borrower-b") == "lender-a: hello from borrower-b");
 }
 
 TEST_CASE("JSON nested deeper than max_json_depth is a parse_error, at any boundary")
