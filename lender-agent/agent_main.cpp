@@ -47,7 +47,7 @@ void log_line(LogLevel level, const std::string &line)
 {
 	// "<N>" is the sd-daemon priority prefix journald strips and records. One write per line: two
 	// threads log.
-	const std::string text = "<" + std::to_string(static_cast<int>(level)) + ">" + line + "\n";
+	const std::string text = "<" + std::to_string(static_cast<int>(level)) + ">" + escape_for_log(line) + "\n";
 	std::cerr.write(text.data(), static_cast<std::streamsize>(text.size()));
 	std::cerr.flush();
 }
@@ -125,7 +125,7 @@ public:
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
 		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms,
 			  BarWindow{config.bar_slot_bytes, config.bar_window_bytes}, ntb_links(config.peers)),
-		  context_{config.host, lender_, clock_.now_ms(), config.peers,
+		  context_{config.host, lender_, clock_.monotonic_ms(), config.peers,
 			   [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
 				   return call_peer(peer, method, params);
 			   }},
@@ -200,8 +200,8 @@ private:
 			for (std::size_t i = 3; i < fds.size(); i++, connection++)
 				serve(*connection, fds[i].revents);
 			reap_connections();
-			if (clock_.now_ms() >= next_tick_ms_) {
-				next_tick_ms_ = clock_.now_ms() + tick_ms;
+			if (clock_.monotonic_ms() >= next_tick_ms_) {
+				next_tick_ms_ = clock_.monotonic_ms() + tick_ms;
 				for (const ExpiredLease &expired : lender_.expire_due())
 					log_line(LogLevel::warning, "lease of " + expired.pci_address + " by " +
 									    expired.lease.borrower +
@@ -224,8 +224,8 @@ private:
 			try {
 				if (fds[1].revents & POLLIN)
 					borrower_.serve_upcalls();
-				if (clock_.now_ms() >= next_tick_ms) {
-					next_tick_ms = clock_.now_ms() + tick_ms;
+				if (clock_.monotonic_ms() >= next_tick_ms) {
+					next_tick_ms = clock_.monotonic_ms() + tick_ms;
 					borrower_.tick();
 				}
 			} catch (const std::exception &e) {
@@ -243,7 +243,7 @@ private:
 	// poll(2)'s timeout until a loop's next tick at @tick_at_ms.
 	int ms_until(std::int64_t tick_at_ms) const
 	{
-		return static_cast<int>(std::clamp<std::int64_t>(tick_at_ms - clock_.now_ms(), 0, tick_ms));
+		return static_cast<int>(std::clamp<std::int64_t>(tick_at_ms - clock_.monotonic_ms(), 0, tick_ms));
 	}
 
 	nlohmann::json call_peer(const PeerAddress &peer, std::string_view method, const nlohmann::json &params)
@@ -276,7 +276,7 @@ private:
 			label = std::string(host) + ":" + port;
 		}
 		connections_.push_back({fd, Session(dispatcher_, {principal, config_.host, label, &key_}, log_line), {},
-					clock_.now_ms()});
+					clock_.monotonic_ms()});
 	}
 
 	void serve(Connection &connection, short revents)
@@ -285,7 +285,7 @@ private:
 			char buffer[65536];
 			const ssize_t received = ::recv(connection.fd, buffer, sizeof(buffer), 0);
 			if (received > 0) {
-				connection.last_activity_ms = clock_.now_ms();
+				connection.last_activity_ms = clock_.monotonic_ms();
 				connection.outgoing += connection.session.receive(std::string_view(buffer, received));
 			} else if (received == 0 || (errno != EAGAIN && errno != EINTR)) {
 				connection.session.end_of_stream();
@@ -304,7 +304,7 @@ private:
 
 	void reap_connections()
 	{
-		const std::int64_t now = clock_.now_ms();
+		const std::int64_t now = clock_.monotonic_ms();
 		for (auto connection = connections_.begin(); connection != connections_.end();) {
 			if (connection->session.mid_message() && now - connection->last_activity_ms > stalled_message_ms) {
 				log_line(LogLevel::warning, "a connection stalled in the middle of a message; closing");
@@ -358,8 +358,11 @@ int main(int argc, char **argv)
 		Agent agent(load_config(config_path));
 		agent.run();
 		return 0;
-	} catch (const AgentError &e) {
+	} catch (const std::exception &e) { // a bad config or state file, a failed system call, a bug
 		log_line(LogLevel::error, std::string("fatal: ") + e.what());
+		return 1;
+	} catch (...) {
+		log_line(LogLevel::error, "fatal: unknown failure");
 		return 1;
 	}
 }

@@ -21,12 +21,33 @@ std::string key_of(const std::string &lender_host, const std::string &pci_addres
 	return lender_host + "/" + pci_address;
 }
 
-template <typename T, std::size_t N> std::array<T, N> array_of(const json &values)
+// The BAR arrays of a device view: numbers decoded over T's range, bar_mapped's booleans as booleans.
+template <typename T> std::array<T, bar_count> bar_array(const json &values, std::string_view name)
 {
-	std::array<T, N> result{};
-	for (std::size_t i = 0; i < N && i < values.size(); i++)
-		result[i] = values[i].get<T>();
+	std::array<T, bar_count> result{};
+	for (std::size_t i = 0; i < bar_count && i < values.size(); i++) {
+		if constexpr (std::is_same_v<T, bool>)
+			result[i] = values[i].get<bool>();
+		else
+			result[i] = decode_uint<T>(values[i], name);
+	}
 	return result;
+}
+
+// The PCI identity and placement fields a lender's device view and borrower.json share.
+void decode_identity(const json &view, RemoteDevice &d)
+{
+	d.vendor = decode_uint<std::uint16_t>(view.at("vendor"), "vendor");
+	d.device = decode_uint<std::uint16_t>(view.at("device"), "device");
+	d.subsystem_vendor = decode_uint<std::uint16_t>(view.value("subsystem_vendor", json(0)), "subsystem_vendor");
+	d.subsystem_device = decode_uint<std::uint16_t>(view.value("subsystem_device", json(0)), "subsystem_device");
+	d.class_code = decode_uint<std::uint32_t>(view.value("class", json(0)), "class", 0, 0xff'ffff);
+	d.revision = decode_uint<std::uint8_t>(view.value("revision", json(0)), "revision");
+	d.bar_sizes = bar_array<std::uint64_t>(view.at("bar_sizes"), "bar_sizes");
+	d.bar_flags = bar_array<std::uint32_t>(view.value("bar_flags", json::array()), "bar_flags");
+	// A lender before uapi 2 places nothing: no BAR is mapped, slot 0.
+	d.bar_offsets = bar_array<std::uint64_t>(view.value("bar_offsets", json::array()), "bar_offsets");
+	d.irq_slot = decode_uint<std::uint32_t>(view.value("irq_slot", json(0)), "irq_slot", 0, irq_slots - 1);
 }
 
 json device_json(const AnnouncedDevice &entry)
@@ -62,20 +83,10 @@ RemoteDevice remote_device(const json &view, const PeerAddress &peer, std::uint3
 	d.lender_host = peer.host;
 	d.pci_address = canonical_pci_address(view.at("pci").get<std::string>());
 	d.ntb = peer.ntb;
-	d.vendor = view.at("vendor");
-	d.device = view.at("device");
-	d.subsystem_vendor = view.value("subsystem_vendor", 0);
-	d.subsystem_device = view.value("subsystem_device", 0);
-	d.class_code = view.value("class", 0);
-	d.revision = view.value("revision", 0);
-	d.bar_sizes = array_of<std::uint64_t, bar_count>(view.at("bar_sizes"));
-	d.bar_flags = array_of<std::uint32_t, bar_count>(view.value("bar_flags", json::array()));
-	// A lender before uapi 2 places nothing: no BAR is mapped, slot 0.
-	d.bar_offsets = array_of<std::uint64_t, bar_count>(view.value("bar_offsets", json::array()));
-	const auto mapped = array_of<bool, bar_count>(view.value("bar_mapped", json::array()));
+	decode_identity(view, d);
+	const auto mapped = bar_array<bool>(view.value("bar_mapped", json::array()), "bar_mapped");
 	for (std::size_t bar = 0; bar < bar_count; bar++)
 		d.bar_flags[bar] = (d.bar_flags[bar] & ~bar_mapped) | (mapped[bar] ? bar_mapped : 0);
-	d.irq_slot = view.value("irq_slot", 0u);
 	return d;
 }
 
@@ -111,32 +122,26 @@ void Borrower::restore()
 								    ", this agent reads " + std::to_string(state_version));
 	try {
 		for (const auto &[key, id] : state->at("ids").items())
-			ids_[key] = id.get<std::uint32_t>();
-		const std::int64_t now = clock_.now_ms();
+			ids_[key] = decode_uint<std::uint32_t>(id, "id", 0, 0x7fff'ffff);
+		const std::int64_t now = clock_.monotonic_ms();
 		for (const json &saved : state->at("devices")) {
 			AnnouncedDevice entry;
 			RemoteDevice &d = entry.device;
 			d.lender_host = saved.at("lender");
 			d.pci_address = saved.at("pci");
 			d.ntb = saved.at("ntb");
-			d.id = saved.at("id");
-			d.vendor = saved.at("vendor");
-			d.device = saved.at("device");
-			d.subsystem_vendor = saved.at("subsystem_vendor");
-			d.subsystem_device = saved.at("subsystem_device");
-			d.class_code = saved.at("class");
-			d.revision = saved.at("revision");
-			d.bar_sizes = array_of<std::uint64_t, bar_count>(saved.at("bar_sizes"));
-			d.bar_flags = array_of<std::uint32_t, bar_count>(saved.at("bar_flags"));
-			d.bar_offsets = array_of<std::uint64_t, bar_count>(saved.value("bar_offsets", json::array()));
-			d.irq_slot = saved.value("irq_slot", 0u);
+			d.id = decode_uint<std::uint32_t>(saved.at("id"), "id", 0, 0x7fff'ffff);
+			decode_identity(saved, d);
 			entry.announced = saved.at("announced");
 			entry.withdrawing = saved.at("withdrawing");
 			if (!saved.at("lease").is_null()) // renewed at once: the restart may have taken a while
-				entry.lease = BorrowedLease{saved["lease"].at("id"), saved["lease"].at("lease_ms"), now};
+				entry.lease = BorrowedLease{saved["lease"].at("id"),
+							    decode_uint<std::int64_t>(saved["lease"].at("lease_ms"), "lease_ms",
+										      min_lease_ms, max_lease_ms),
+							    now};
 			devices_.emplace(key_of(d.lender_host, d.pci_address), std::move(entry));
 		}
-	} catch (const json::exception &e) {
+	} catch (const std::exception &e) { // only decoding happens above: a field missing, mistyped or out of range
 		throw AgentError(ErrorCode::internal_error, std::string("malformed borrower state file: ") + e.what());
 	}
 	publish_view();
@@ -144,7 +149,7 @@ void Borrower::restore()
 
 void Borrower::tick()
 {
-	const std::int64_t now = clock_.now_ms();
+	const std::int64_t now = clock_.monotonic_ms();
 	if (now >= next_poll_ms_) {
 		next_poll_ms_ = now + poll_ms_;
 		refresh();
@@ -271,7 +276,7 @@ void Borrower::reconcile()
 
 void Borrower::renew_due()
 {
-	const std::int64_t now = clock_.now_ms();
+	const std::int64_t now = clock_.monotonic_ms();
 	for (auto &[key, entry] : devices_) {
 		if (!entry.lease || now < entry.lease->renew_at_ms)
 			continue;
@@ -352,7 +357,7 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 			json params = {{"pci", pci}, {"offset", upcall.args[0]}, {"width", upcall.args[1]}};
 			if (device->lease)
 				params["lease"] = device->lease->id;
-			reply.data[0] = call_lender(*device, "device.read_config", params).at("value").get<std::uint32_t>();
+			reply.data[0] = decode_uint<std::uint32_t>(call_lender(*device, "device.read_config", params).at("value"), "value");
 			break;
 		}
 		case UpcallOp::config_write:
@@ -387,8 +392,8 @@ void Borrower::borrow(AnnouncedDevice &device)
 	const std::string &pci = device.device.pci_address;
 	const std::string key = key_of(device.device.lender_host, pci);
 	const json result = call_lender(device, "lease.acquire", {{"pci", pci}});
-	const std::int64_t lease_ms = result.at("lease_ms");
-	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.now_ms() + lease_ms / 3};
+	const auto lease_ms = decode_uint<std::int64_t>(result.at("lease_ms"), "lease_ms", min_lease_ms, max_lease_ms);
+	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.monotonic_ms() + lease_ms / 3};
 	persist();
 	if (!result.value("data_path", false)) {
 		log_(LogLevel::info, "borrower: borrowed " + key + " without data path (the lender maps no BARs towards us)");

@@ -278,6 +278,9 @@ int run_farpassctl(const std::vector<std::string> &args, const AgentCaller &call
 	} catch (const AgentError &e) {
 		report(e);
 		return exit_code_for(e);
+	} catch (const std::exception &e) { // an answer without the fields the output needs
+		report(AgentError(ErrorCode::internal_error, std::string("malformed answer from the agent: ") + e.what()));
+		return exit_failed;
 	}
 }
 

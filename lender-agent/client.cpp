@@ -44,13 +44,13 @@ json RpcClient::exchange(std::string_view method, const json &params)
 	const std::string body = dump_message({{"id", id}, {"method", method}, {"params", params}});
 	transport_.write(encode_frame(auth_ ? auth_->seal(body) : body));
 	std::optional<std::string> payload;
-	while (!(payload = decoder_.next())) {
+	while (!(payload = decoder_.next(method == "hello" ? max_hello_payload : max_frame_payload))) {
 		const std::string bytes = transport_.read_some();
 		if (bytes.empty())
 			throw AgentError(ErrorCode::peer_unreachable, ECONNRESET, "connection closed by the other agent");
 		decoder_.feed(bytes);
 	}
-	const json reply = json::parse(auth_ ? auth_->open(*payload) : *payload, nullptr, false);
+	const json reply = parse_json(auth_ ? auth_->open(*payload) : *payload);
 	// A null id is an error about a message the other side could not read at all.
 	const json reply_id = reply.is_object() ? reply.value("id", json()) : json();
 	if (!reply.is_object() || (reply_id != id && !reply_id.is_null()))

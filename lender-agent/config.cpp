@@ -1,12 +1,12 @@
 #include "config.hpp"
 
 #include "errors.hpp"
+#include "protocol.hpp"
 
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
-#include <type_traits>
 
 namespace farpass::agent {
 
@@ -27,10 +27,6 @@ template <typename T> T field(const json &config, const char *key, T fallback)
 	const auto value = config.find(key);
 	if (value == config.end())
 		return fallback;
-	// get<unsigned>() would take -4096 as 2^64 - 4096.
-	if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>)
-		if (!value->is_number_unsigned())
-			throw AgentError(ErrorCode::invalid_params, std::string("config: \"") + key + "\" has the wrong type");
 	try {
 		return value->get<T>();
 	} catch (const json::exception &) {
@@ -38,12 +34,30 @@ template <typename T> T field(const json &config, const char *key, T fallback)
 	}
 }
 
+// A number of the config, decoded with its range (decode_uint).
+template <typename T> T number(const json &config, const char *key, T fallback, std::uint64_t min, std::uint64_t max)
+{
+	const auto value = config.find(key);
+	if (value == config.end())
+		return fallback;
+	try {
+		return decode_uint<T>(*value, key, min, max);
+	} catch (const AgentError &e) {
+		throw AgentError(ErrorCode::invalid_params, std::string("config: ") + e.what());
+	}
+}
+
 } // namespace
 
 AgentConfig parse_config(std::string_view text)
 {
-	const json config = json::parse(text, nullptr, false, true);
-	if (config.is_discarded() || !config.is_object())
+	json config;
+	try {
+		config = parse_json(text, true);
+	} catch (const AgentError &e) {
+		throw AgentError(ErrorCode::invalid_params, std::string("config: ") + e.what());
+	}
+	if (!config.is_object())
 		throw AgentError(ErrorCode::invalid_params, "config: not a JSON object");
 	for (const auto &[key, value] : config.items())
 		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&
@@ -58,23 +72,16 @@ AgentConfig parse_config(std::string_view text)
 	result.socket = field(config, "socket", result.socket);
 	result.state_dir = field<std::string>(config, "state_dir", result.state_dir);
 	result.cluster_key = field<std::string>(config, "cluster_key", result.cluster_key);
-	result.lease_ms = field(config, "lease_ms", result.lease_ms);
-	if (result.lease_ms < 1000)
-		throw AgentError(ErrorCode::invalid_params, "config: \"lease_ms\" must be at least 1000");
-	result.poll_ms = field(config, "poll_ms", result.poll_ms);
-	if (result.poll_ms < 100)
-		throw AgentError(ErrorCode::invalid_params, "config: \"poll_ms\" must be at least 100");
-	result.call_timeout_ms = field(config, "call_timeout_ms", result.call_timeout_ms);
-	if (result.call_timeout_ms < 100 || result.call_timeout_ms > 60'000)
-		throw AgentError(ErrorCode::invalid_params, "config: \"call_timeout_ms\" must be 100 to 60000");
+	result.lease_ms = number(config, "lease_ms", result.lease_ms, min_lease_ms, max_lease_ms);
+	result.poll_ms = number(config, "poll_ms", result.poll_ms, 100, 3'600'000);
+	result.call_timeout_ms = number(config, "call_timeout_ms", result.call_timeout_ms, 100, 60'000);
 	result.device = field(config, "device", result.device);
-	result.bar_slot_bytes = field(config, "bar_slot_bytes", result.bar_slot_bytes);
-	if (result.bar_slot_bytes < 4096 || result.bar_slot_bytes % 4096)
+	result.bar_slot_bytes = number(config, "bar_slot_bytes", result.bar_slot_bytes, 4096, 1ull << 40);
+	if (result.bar_slot_bytes % 4096)
 		throw AgentError(ErrorCode::invalid_params, "config: \"bar_slot_bytes\" must be a multiple of 4096");
-	result.bar_window_bytes = field(config, "bar_window_bytes", result.bar_window_bytes);
-	if (result.bar_window_bytes < 2 * 4096 || result.bar_window_bytes % 4096 || result.bar_window_bytes > (1ull << 40))
-		throw AgentError(ErrorCode::invalid_params,
-				 "config: \"bar_window_bytes\" must be a multiple of 4096, 8192 to 2^40");
+	result.bar_window_bytes = number(config, "bar_window_bytes", result.bar_window_bytes, 2 * 4096, 1ull << 40);
+	if (result.bar_window_bytes % 4096)
+		throw AgentError(ErrorCode::invalid_params, "config: \"bar_window_bytes\" must be a multiple of 4096");
 	if (result.bar_slot_bytes > result.bar_window_bytes) // also keeps slot offsets far from overflowing
 		throw AgentError(ErrorCode::invalid_params, "config: \"bar_slot_bytes\" exceeds \"bar_window_bytes\"");
 	for (const json &peer : field(config, "peers", json::array())) {

@@ -3,12 +3,14 @@
 #include "auth.hpp"
 #include "errors.hpp"
 #include "fd.hpp"
+#include "protocol.hpp"
 
 #include <sys/eventfd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <functional>
+#include <limits>
 
 namespace farpass::agent {
 
@@ -21,6 +23,7 @@ constexpr std::uint32_t config_space_size = 4096;
 constexpr std::uint64_t page_size = 4096;
 constexpr std::uint64_t huge_page = 2ull << 20; // the largest alignment a BAR needs for large IOMMU pages
 constexpr unsigned last_irq_index = 2; // VFIO_PCI_MSIX_IRQ_INDEX (INTx 0, MSI 1, MSI-X 2)
+constexpr std::uint64_t max_wall_ms = 1ull << 62; // a saved expiry time: room for the clock conversion
 
 // A kernel without the data path: EOPNOTSUPP (no IOMMU domain on the NTB) or ENOTTY (before uapi 2).
 bool no_data_path(const AgentError &error)
@@ -29,18 +32,24 @@ bool no_data_path(const AgentError &error)
 	       (error.error_number() == EOPNOTSUPP || error.error_number() == ENOTTY);
 }
 
-void check_config_access(std::uint32_t offset, unsigned width)
+void check_config_access(std::uint64_t offset, std::uint64_t width)
 {
 	if (width != 1 && width != 2 && width != 4)
 		throw AgentError(ErrorCode::invalid_params, "config access width must be 1, 2 or 4, not " +
 								    std::to_string(width));
-	if (offset % width || offset + width > config_space_size)
+	if (offset % width || offset > config_space_size - width)
 		throw AgentError(ErrorCode::invalid_params, "config access of " + std::to_string(width) +
 								    " bytes at " + std::to_string(offset) +
 								    " is unaligned or outside config space");
 }
 
-json device_state(const LentDevice &device)
+// wall_offset_ms: wall clock minus monotonic clock now, to write expiry times as wall-clock times.
+[[noreturn]] void malformed_state(const std::exception &e)
+{
+	throw AgentError(ErrorCode::internal_error, std::string("malformed state file: ") + e.what());
+}
+
+json device_state(const LentDevice &device, std::int64_t wall_offset_ms)
 {
 	json state = {{"pci", device.pci_address},
 		      {"vendor", device.info.vendor},
@@ -55,7 +64,7 @@ json device_state(const LentDevice &device)
 			dma.push_back({{"iova", m.iova}, {"size", m.size}, {"window_offset", m.window_offset}});
 		state["lease"] = {{"id", device.lease->id},
 				  {"borrower", device.lease->borrower},
-				  {"expires_at_ms", device.lease->expires_at_ms},
+				  {"expires_at_ms", device.lease->expires_at_ms + wall_offset_ms},
 				  {"dma", dma},
 				  {"irqs", nullptr}};
 		if (device.irqs)
@@ -105,6 +114,8 @@ std::vector<std::string> Lender::restore()
 		throw AgentError(ErrorCode::internal_error, "state file has version " +
 								    state->value("version", json()).dump() +
 								    ", this agent reads " + std::to_string(state_version));
+	const std::int64_t now = clock_.monotonic_ms();
+	const std::int64_t wall_offset_ms = clock_.wall_ms() - now;
 	try {
 		for (const json &saved : state->at("devices")) {
 			const std::string address = saved.at("pci");
@@ -113,18 +124,17 @@ std::vector<std::string> Lender::restore()
 				continue;
 			}
 			LentDevice device{address, sysfs_.pci_device(address), std::nullopt, {}, nullptr, 0, {}};
-			device.slot = saved.contains("slot") ? saved["slot"].get<std::uint32_t>() : free_slot();
-			if (device.slot >= irq_slots)
-				throw AgentError(ErrorCode::internal_error, "state file: slot " + std::to_string(device.slot) +
-										    " of " + address + " is not below " +
-										    std::to_string(irq_slots));
+			device.slot = saved.contains("slot") ? decode_uint<std::uint32_t>(saved["slot"], "slot", 0, irq_slots - 1)
+							     : free_slot();
 			device.bars = place_bars(device.slot, device.info.bar_sizes, device.info.bar_flags, window_);
 			// While this agent was down its borrowers could not renew: a restored lease gets a
 			// full lease time from now, so the lender's own downtime never takes a device away.
+			// The file holds wall-clock times (the monotonic clock restarts with the boot).
 			if (!saved.at("lease").is_null())
 				device.lease = Lease{saved["lease"].at("id"), saved["lease"].at("borrower"),
-						     std::max(saved["lease"].at("expires_at_ms").get<std::int64_t>(),
-							      clock_.now_ms() + lease_ms_)};
+						     std::max(decode_uint<std::int64_t>(saved["lease"].at("expires_at_ms"),
+											"expires_at_ms", 0, max_wall_ms) - wall_offset_ms,
+							      now + lease_ms_)};
 			sysfs_.bind_to_vfio(address);
 			device.vfio = vfio_.open(address, device.info.iommu_group);
 			LentDevice &restored = devices_.emplace(address, std::move(device)).first->second;
@@ -132,14 +142,21 @@ std::vector<std::string> Lender::restore()
 				continue;
 			std::vector<DmaMapping> dma; // a state file from before the data path has neither
 			for (const json &m : saved["lease"].value("dma", json::array()))
-				dma.push_back({m.at("iova"), m.at("size"), m.at("window_offset")});
+				dma.push_back({decode_uint<std::uint64_t>(m.at("iova"), "iova"),
+					       decode_uint<std::uint64_t>(m.at("size"), "size", 1),
+					       decode_uint<std::uint64_t>(m.at("window_offset"), "window_offset")});
 			std::optional<IrqSetting> irqs;
 			if (const json saved_irqs = saved["lease"].value("irqs", json()); !saved_irqs.is_null())
-				irqs = IrqSetting{saved_irqs.at("index"), saved_irqs.at("count")};
+				irqs = IrqSetting{decode_uint<unsigned>(saved_irqs.at("index"), "index", 0, last_irq_index),
+						  decode_uint<std::uint32_t>(saved_irqs.at("count"), "count", 1, irq_vectors)};
 			restore_data_path(restored, dma, irqs);
 		}
 	} catch (const json::exception &e) {
-		throw AgentError(ErrorCode::internal_error, std::string("malformed state file: ") + e.what());
+		malformed_state(e);
+	} catch (const AgentError &e) {
+		if (e.code() != ErrorCode::invalid_params) // sysfs or VFIO failed: not the file's fault
+			throw;
+		malformed_state(e); // a number out of its range
 	}
 	persist(); // what could not be restored is gone from the state too
 	return gone;
@@ -194,7 +211,7 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 		if (!device.data_path_ntb.empty())
 			set_bus_master(device, true);
 	}
-	device.lease->expires_at_ms = clock_.now_ms() + lease_ms_;
+	device.lease->expires_at_ms = clock_.monotonic_ms() + lease_ms_;
 	persist();
 	return *device.lease;
 }
@@ -202,7 +219,7 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 Lease Lender::renew(const std::string &pci_address, const std::string &borrower, const std::string &lease_id)
 {
 	LentDevice &device = holder_device(pci_address, borrower, lease_id);
-	device.lease->expires_at_ms = clock_.now_ms() + lease_ms_;
+	device.lease->expires_at_ms = clock_.monotonic_ms() + lease_ms_;
 	persist();
 	return *device.lease;
 }
@@ -216,7 +233,7 @@ void Lender::release(const std::string &pci_address, const std::string &borrower
 std::vector<ExpiredLease> Lender::expire_due()
 {
 	std::vector<ExpiredLease> expired;
-	const std::int64_t now = clock_.now_ms();
+	const std::int64_t now = clock_.monotonic_ms();
 	for (auto &[address, device] : devices_) {
 		if (device.lease && device.lease->expires_at_ms <= now) {
 			expired.push_back({address, *device.lease});
@@ -229,28 +246,31 @@ std::vector<ExpiredLease> Lender::expire_due()
 }
 
 std::uint32_t Lender::read_config(const std::string &pci_address, const std::string &borrower,
-				  const std::string &lease_id, std::uint32_t offset, unsigned width)
+				  const std::string &lease_id, std::uint64_t offset, std::uint64_t width)
 {
 	check_config_access(offset, width);
 	if (lease_id.empty()) {
 		// Without a lease: reading a device nobody else borrows is allowed (the borrower's kernel
 		// scans config space when a VM opens the device, before it borrows it).
 		LentDevice &device = find(pci_address);
-		if (device.lease && device.lease->borrower != borrower && device.lease->expires_at_ms > clock_.now_ms())
+		if (device.lease && device.lease->borrower != borrower && device.lease->expires_at_ms > clock_.monotonic_ms())
 			throw AgentError(ErrorCode::device_busy, pci_address + " is borrowed by " + device.lease->borrower);
-		return device.vfio->read_config(offset, width);
+		return device.vfio->read_config(static_cast<std::uint32_t>(offset), static_cast<unsigned>(width));
 	}
-	return holder_device(pci_address, borrower, lease_id).vfio->read_config(offset, width);
+	return holder_device(pci_address, borrower, lease_id)
+		.vfio->read_config(static_cast<std::uint32_t>(offset), static_cast<unsigned>(width));
 }
 
 void Lender::write_config(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
-			  std::uint32_t offset, unsigned width, std::uint32_t value)
+			  std::uint64_t offset, std::uint64_t width, std::uint64_t value)
 {
 	check_config_access(offset, width);
-	if (width < 4 && value >> (8 * width))
+	if (value >> (8 * width))
 		throw AgentError(ErrorCode::invalid_params,
 				 "value " + std::to_string(value) + " does not fit in " + std::to_string(width) + " bytes");
-	holder_device(pci_address, borrower, lease_id).vfio->write_config(offset, width, value);
+	holder_device(pci_address, borrower, lease_id)
+		.vfio->write_config(static_cast<std::uint32_t>(offset), static_cast<unsigned>(width),
+				    static_cast<std::uint32_t>(value));
 }
 
 void Lender::reset(const std::string &pci_address, const std::string &borrower, const std::string &lease_id)
@@ -316,6 +336,10 @@ void Lender::add_dma(LentDevice &device, const DmaMapping &mapping)
 								    ", +" + std::to_string(mapping.size) +
 								    ") is empty or outside the " +
 								    std::to_string(window.size()) + "-byte window");
+	if (mapping.size - 1 > std::numeric_limits<std::uint64_t>::max() - mapping.iova) // may end at 2^64
+		throw AgentError(ErrorCode::invalid_params, "DMA range of " + std::to_string(mapping.size) +
+								    " bytes at IOVA " + std::to_string(mapping.iova) +
+								    " wraps around 2^64");
 	device.vfio->map_dma(mapping.iova, mapping.size,
 			     reinterpret_cast<std::uint64_t>(window.data() + mapping.window_offset));
 	device.dma_mappings.push_back(mapping);
@@ -357,7 +381,7 @@ LentDevice &Lender::holder_device(const std::string &pci_address, const std::str
 	LentDevice &device = find(pci_address);
 	// An expired lease that expire_due has not reaped yet is already over for its holder.
 	if (!device.lease || device.lease->id != lease_id || device.lease->borrower != borrower ||
-	    device.lease->expires_at_ms <= clock_.now_ms())
+	    device.lease->expires_at_ms <= clock_.monotonic_ms())
 		throw AgentError(ErrorCode::no_such_lease,
 				 "no live lease " + lease_id + " of " + borrower + " on " + pci_address);
 	return device;
@@ -485,8 +509,9 @@ std::uint32_t Lender::free_slot() const
 void Lender::persist() const
 {
 	json devices = json::array();
+	const std::int64_t wall_offset_ms = clock_.wall_ms() - clock_.monotonic_ms();
 	for (const auto &[address, device] : devices_)
-		devices.push_back(device_state(device));
+		devices.push_back(device_state(device, wall_offset_ms));
 	store_.save({{"version", state_version}, {"devices", devices}});
 }
 

@@ -29,7 +29,7 @@ namespace farpass::agent {
 struct Lease {
 	std::string id;
 	std::string borrower; // host name the borrower's agent authenticated with
-	std::int64_t expires_at_ms = 0;
+	std::int64_t expires_at_ms = 0; // Clock::monotonic_ms(); wall-clock time only in the state file
 };
 
 struct DmaMapping {
@@ -109,9 +109,9 @@ public:
 	// Device access on behalf of a lease holder; config reads also without a lease (empty lease_id)
 	// while no other host borrows the device.
 	std::uint32_t read_config(const std::string &pci_address, const std::string &borrower,
-				  const std::string &lease_id, std::uint32_t offset, unsigned width);
+				  const std::string &lease_id, std::uint64_t offset, std::uint64_t width);
 	void write_config(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
-			  std::uint32_t offset, unsigned width, std::uint32_t value);
+			  std::uint64_t offset, std::uint64_t width, std::uint64_t value);
 	void reset(const std::string &pci_address, const std::string &borrower, const std::string &lease_id);
 	void map_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
 		     std::uint64_t iova, std::uint64_t size, std::uint64_t window_offset);
@@ -128,7 +128,7 @@ public:
 
 	const std::map<std::string, LentDevice> &devices() const { return devices_; }
 	std::int64_t lease_ms() const { return lease_ms_; }
-	std::int64_t now_ms() const { return clock_.now_ms(); }
+	std::int64_t now_ms() const { return clock_.monotonic_ms(); } // the time of expires_at_ms
 
 private:
 	LentDevice &find(const std::string &pci_address);

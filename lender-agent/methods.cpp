@@ -14,12 +14,15 @@ Handler bind(AgentContext &agent, handler_function function)
 	};
 }
 
+constexpr std::uint64_t u32_max = 0xffff'ffff;
+
 constexpr ParamField pci{"pci", ParamType::string};
 constexpr ParamField lease{"lease", ParamType::string};
-constexpr ParamField offset{"offset", ParamType::unsigned_integer};
-constexpr ParamField width{"width", ParamType::unsigned_integer};
+// Config space is 4 KiB; accesses are 1, 2 or 4 bytes (alignment and the end: Lender).
+constexpr ParamField offset{"offset", ParamType::unsigned_integer, true, 0, 4095};
+constexpr ParamField width{"width", ParamType::unsigned_integer, true, 1, 4};
 constexpr ParamField iova{"iova", ParamType::unsigned_integer};
-constexpr ParamField size{"size", ParamType::unsigned_integer};
+constexpr ParamField size{"size", ParamType::unsigned_integer, true, 1};
 
 } // namespace
 
@@ -34,14 +37,15 @@ std::vector<Method> method_table(AgentContext &agent)
 		 bind(agent, device_unlend)},
 		{"device.read_config", peer_access, {pci, {"lease", ParamType::string, false}, offset, width},
 		 bind(agent, device_read_config)},
-		{"device.write_config", peer_access, {pci, lease, offset, width, {"value", ParamType::unsigned_integer}},
+		{"device.write_config", peer_access, {pci, lease, offset, width, {"value", ParamType::unsigned_integer, true, 0, u32_max}},
 		 bind(agent, device_write_config)},
 		{"device.reset", peer_access, {pci, lease}, bind(agent, device_reset)},
 		{"dma.map", peer_access, {pci, lease, iova, size, {"window_offset", ParamType::unsigned_integer}},
 		 bind(agent, dma_map)},
 		{"dma.unmap", peer_access, {pci, lease, iova, size}, bind(agent, dma_unmap)},
 		{"irq.set", peer_access,
-		 {pci, lease, {"index", ParamType::unsigned_integer}, {"count", ParamType::unsigned_integer}},
+		 {pci, lease, {"index", ParamType::unsigned_integer, true, 0, 2}, // INTx, MSI, MSI-X
+		  {"count", ParamType::unsigned_integer, true, 0, irq_vectors}},
 		 bind(agent, irq_set)},
 		{"lease.acquire", peer_access, {pci}, bind(agent, lease_acquire)},
 		{"lease.renew", peer_access, {pci, lease}, bind(agent, lease_renew)},

@@ -11,6 +11,13 @@ std::string address_of(const json &params)
 	return canonical_pci_address(params.at("pci").get<std::string>());
 }
 
+// Numbers come as 64-bit values: check_params has checked their ranges, the lender checks the rest in
+// 64-bit arithmetic (nothing is narrowed before it is checked).
+std::uint64_t number(const json &params, const char *name)
+{
+	return params.at(name).get<std::uint64_t>();
+}
+
 } // namespace
 
 json device_view(const AgentContext &agent, const LentDevice &device)
@@ -53,17 +60,18 @@ json device_unlend(AgentContext &agent, const json &params, const CallContext &)
 	return json::object();
 }
 
+
 json device_read_config(AgentContext &agent, const json &params, const CallContext &context)
 {
 	const std::uint32_t value = agent.lender.read_config(address_of(params), context.peer_host, params.value("lease", ""),
-							     params.at("offset"), params.at("width"));
+							     number(params, "offset"), number(params, "width"));
 	return {{"value", value}};
 }
 
 json device_write_config(AgentContext &agent, const json &params, const CallContext &context)
 {
-	agent.lender.write_config(address_of(params), context.peer_host, params.at("lease"), params.at("offset"),
-				  params.at("width"), params.at("value"));
+	agent.lender.write_config(address_of(params), context.peer_host, params.at("lease"), number(params, "offset"),
+				  number(params, "width"), number(params, "value"));
 	return json::object();
 }
 
@@ -75,22 +83,22 @@ json device_reset(AgentContext &agent, const json &params, const CallContext &co
 
 json dma_map(AgentContext &agent, const json &params, const CallContext &context)
 {
-	agent.lender.map_dma(address_of(params), context.peer_host, params.at("lease"), params.at("iova"),
-			     params.at("size"), params.at("window_offset"));
+	agent.lender.map_dma(address_of(params), context.peer_host, params.at("lease"), number(params, "iova"),
+			     number(params, "size"), number(params, "window_offset"));
 	return json::object();
 }
 
 json dma_unmap(AgentContext &agent, const json &params, const CallContext &context)
 {
-	agent.lender.unmap_dma(address_of(params), context.peer_host, params.at("lease"), params.at("iova"),
-			       params.at("size"));
+	agent.lender.unmap_dma(address_of(params), context.peer_host, params.at("lease"), number(params, "iova"),
+			       number(params, "size"));
 	return json::object();
 }
 
 json irq_set(AgentContext &agent, const json &params, const CallContext &context)
 {
 	agent.lender.set_irqs(address_of(params), context.peer_host, params.at("lease"),
-			      params.at("index").get<std::uint64_t>(), params.at("count").get<std::uint64_t>());
+			      number(params, "index"), number(params, "count"));
 	return json::object();
 }
 

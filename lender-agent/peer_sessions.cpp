@@ -37,10 +37,10 @@ PeerSessions::PeerSessions(PeerConnector connect, const Clock &clock, std::strin
 
 void PeerSessions::open(const PeerAddress &peer, Peer &state, int timeout_ms)
 {
-	if (clock_.now_ms() < state.retry_at_ms)
+	if (clock_.monotonic_ms() < state.retry_at_ms)
 		throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
 				 peer.host + ": not reconnecting for another " +
-					 std::to_string(state.retry_at_ms - clock_.now_ms()) + " ms after: " + state.last_error);
+					 std::to_string(state.retry_at_ms - clock_.monotonic_ms()) + " ms after: " + state.last_error);
 	const auto started = steady::now();
 	try {
 		state.transport = connect_(peer, std::max(timeout_ms, 1));
@@ -51,7 +51,7 @@ void PeerSessions::open(const PeerAddress &peer, Peer &state, int timeout_ms)
 		state.client.reset();
 		state.transport.reset();
 		state.backoff_ms = state.backoff_ms ? std::min(state.backoff_ms * 2, max_backoff_ms) : first_backoff_ms;
-		state.retry_at_ms = clock_.now_ms() + state.backoff_ms;
+		state.retry_at_ms = clock_.monotonic_ms() + state.backoff_ms;
 		if (state.last_error != e.what())
 			log_(LogLevel::warning, "session to " + peer.host + " (" + peer.address + "): " + e.what() +
 							"; retrying in " + std::to_string(state.backoff_ms) + " ms or more");

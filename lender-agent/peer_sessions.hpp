@@ -49,7 +49,7 @@ private:
 		std::unique_ptr<Transport> transport;
 		std::unique_ptr<RpcClient> client;
 		std::int64_t backoff_ms = 0;  // 0: the last connect succeeded (or none failed yet)
-		std::int64_t retry_at_ms = 0; // no connect attempt before this (Clock time)
+		std::int64_t retry_at_ms = 0; // no connect attempt before this (Clock::monotonic_ms)
 		std::string last_error;
 	};
 

@@ -38,11 +38,25 @@ json error_object(ErrorCode code, int err, const std::string &message)
 
 } // namespace
 
+json parse_json(std::string_view text, bool comments)
+{
+	// depth: the number of containers around the one starting.
+	const auto limit_depth = [](int depth, json::parse_event_t event, json &) {
+		if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+		    depth >= max_json_depth)
+			throw AgentError(ErrorCode::parse_error,
+					 "JSON nested deeper than " + std::to_string(max_json_depth) + " levels");
+		return true;
+	};
+	json value = json::parse(text, limit_depth, false, comments);
+	if (value.is_discarded())
+		throw AgentError(ErrorCode::parse_error, "not valid JSON");
+	return value;
+}
+
 Request parse_request(std::string_view payload, json &id)
 {
-	json message = json::parse(payload, nullptr, false);
-	if (message.is_discarded())
-		throw AgentError(ErrorCode::parse_error, "message is not valid JSON");
+	json message = parse_json(payload);
 	if (!message.is_object())
 		throw AgentError(ErrorCode::invalid_request, "message is not a JSON object");
 	if (const auto found = message.find("id"); found != message.end() && found->is_number_unsigned())
@@ -72,6 +86,8 @@ void check_params(const ParamSchema &schema, const json &params)
 		} else if (!has_type(*value, field.type)) {
 			throw AgentError(ErrorCode::invalid_params, "parameter \"" + std::string(field.name) +
 									    "\" must be " + type_name(field.type));
+		} else if (field.type == ParamType::unsigned_integer) {
+			decode_uint(*value, field.name, field.min, field.max);
 		}
 	}
 	for (const auto &item : params.items()) {
@@ -81,6 +97,19 @@ void check_params(const ParamSchema &schema, const json &params)
 		if (!known)
 			throw AgentError(ErrorCode::invalid_params, "unknown parameter \"" + name + "\"");
 	}
+}
+
+std::uint64_t decode_uint(const json &value, std::string_view name, std::uint64_t min, std::uint64_t max)
+{
+	// Parsed JSON holds non-negative integers as unsigned; JSON built in this process may hold them signed.
+	if (value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0)) {
+		const auto number = value.get<std::uint64_t>();
+		if (number >= min && number <= max)
+			return number;
+	}
+	throw AgentError(ErrorCode::invalid_params, "\"" + std::string(name) + "\" must be an unsigned integer from " +
+							    std::to_string(min) + " to " + std::to_string(max) +
+							    ", not " + dump_message(value));
 }
 
 json result_reply(const json &id, json result)

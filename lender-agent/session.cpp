@@ -36,7 +36,7 @@ std::string Session::receive(std::string_view bytes)
 	decoder_.feed(bytes);
 	try {
 		while (!closed_) {
-			const auto payload = decoder_.next();
+			const auto payload = decoder_.next(greeted_ ? max_frame_payload : max_hello_payload);
 			if (!payload)
 				break;
 			out += handle_payload(*payload);

@@ -22,6 +22,35 @@ SocketTransport::~SocketTransport()
 		::close(fd_);
 }
 
+namespace {
+
+// Non-blocking TCP connect of @fd (opened SOCK_NONBLOCK) bounded by @timeout_ms, then back to blocking
+// mode: a dead host (no ARP answer, SYNs dropped) must not hold the caller (the agent's one loop) for
+// the kernel's minutes of SYN retries. Returns 0 or the errno (ETIMEDOUT past the deadline).
+int connect_within(int fd, const sockaddr *address, socklen_t length, int timeout_ms)
+{
+	int error = 0;
+	if (::connect(fd, address, length) != 0) {
+		error = errno;
+		if (error == EINPROGRESS) {
+			pollfd entry{fd, POLLOUT, 0};
+			int rc;
+			while ((rc = ::poll(&entry, 1, timeout_ms)) < 0 && errno == EINTR) {
+			}
+			socklen_t size = sizeof(error);
+			if (rc == 0)
+				error = ETIMEDOUT;
+			else if (rc < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0)
+				error = errno;
+		}
+	}
+	if (error == 0 && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+		error = errno;
+	return error;
+}
+
+} // namespace
+
 SocketTransport SocketTransport::connect_tcp(const std::string &address, int timeout_ms)
 {
 	const auto colon = address.rfind(':');
@@ -36,32 +65,13 @@ SocketTransport SocketTransport::connect_tcp(const std::string &address, int tim
 				 "resolving " + address + ": " + ::gai_strerror(rc));
 	int error = EHOSTUNREACH;
 	for (const addrinfo *candidate = found; candidate; candidate = candidate->ai_next) {
-		// Non-blocking connect bounded by the timeout: a dead host (no ARP answer, SYNs dropped) must
-		// not hold the caller (the agent's one loop) for the kernel's minutes of SYN retries.
 		const int fd = ::socket(candidate->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			continue;
-		error = 0;
-		if (::connect(fd, candidate->ai_addr, candidate->ai_addrlen) != 0) {
-			error = errno;
-			if (error == EINPROGRESS) {
-				pollfd entry{fd, POLLOUT, 0};
-				int rc;
-				while ((rc = ::poll(&entry, 1, timeout_ms)) < 0 && errno == EINTR) {
-				}
-				socklen_t length = sizeof(error);
-				if (rc == 0)
-					error = ETIMEDOUT;
-				else if (rc < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0)
-					error = errno;
-			}
-		}
+		error = connect_within(fd, candidate->ai_addr, candidate->ai_addrlen, timeout_ms);
 		if (error == 0) {
-			if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
-				::freeaddrinfo(found);
-				return SocketTransport(fd, timeout_ms);
-			}
-			error = errno;
+			::freeaddrinfo(found);
+			return SocketTransport(fd, timeout_ms);
 		}
 		::close(fd);
 	}
@@ -79,8 +89,18 @@ SocketTransport SocketTransport::connect_unix(const std::string &path, int timeo
 	const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		throw_system_error("socket");
-	if (::connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) != 0) {
-		const int error = errno;
+	// A Unix connect waits while the agent's listen queue is full (an agent that stopped accepting),
+	// for at most the send timeout; a non-blocking one would fail at once instead of waiting.
+	timeval limit{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+	const timeval none{};
+	int error = ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit)) == 0 &&
+				    ::connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) == 0 &&
+				    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)) == 0
+			    ? 0
+			    : errno;
+	if (error == EAGAIN || error == EINPROGRESS)
+		error = ETIMEDOUT;
+	if (error) {
 		::close(fd);
 		throw AgentError(ErrorCode::peer_unreachable, error,
 				 "connecting to " + path + ": " + std::strerror(error));

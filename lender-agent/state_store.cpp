@@ -1,11 +1,13 @@
 #include "state_store.hpp"
 
 #include "errors.hpp"
+#include "protocol.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 
 namespace farpass::agent {
 
@@ -47,9 +49,11 @@ std::optional<nlohmann::json> StateStore::load() const
 	std::ifstream in(file_);
 	if (!in)
 		return std::nullopt;
+	std::ostringstream text;
+	text << in.rdbuf();
 	try {
-		return nlohmann::json::parse(in);
-	} catch (const nlohmann::json::exception &e) {
+		return parse_json(text.str());
+	} catch (const AgentError &e) {
 		throw AgentError(ErrorCode::internal_error, "corrupt state file " + file_.string() + ": " + e.what());
 	}
 }

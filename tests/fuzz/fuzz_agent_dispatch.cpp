@@ -2,9 +2,16 @@
 // The first input byte picks the entry point, the rest is the message or byte stream:
 //   0  one payload to the dispatcher as the CLI        1  the same as a peer
 //   2  a byte stream into a CLI session after hello    3  a byte stream into a peer session
-// Any crash, sanitizer report or uncaught exception is a bug: every input must end in a reply or a
-// closed session.
+//   4  payloads (split at newlines) sealed into an authenticated peer session after a valid hello:
+//      past authentication, so every method's decoding is reached as a peer's
+//   5  a hostile lender: the rest is the JSON reply to every call of a borrower (device.list, then
+//      lease.acquire, dma.map, device.read_config for a borrow and a config read)
+//   6  the state file (state.json) a restarting lender reads   7  borrower.json   8  the config file
+// Any crash, sanitizer report or uncaught exception is a bug: every input must end in a reply, a
+// closed session or an AgentError.
 #include "agent_fakes.hpp"
+#include "borrower.hpp"
+#include "config.hpp"
 #include "framing.hpp"
 
 #include <cstddef>
@@ -30,6 +37,71 @@ const ClusterKey key(test_key_secret);
 
 void ignore_log(LogLevel, const std::string &) {}
 
+// A peer session past a valid hello; the payloads are sealed with the session key, in sequence.
+void authenticated_stream(AgentFixture &fixture, std::string_view input)
+{
+	Session session(*fixture.dispatcher, {Principal::peer, "lender-a", "fuzz", &key}, ignore_log);
+	SessionAuth client(key, Role::client);
+	const std::string nonce = random_bytes(nonce_size);
+	const nlohmann::json hello = {
+		{"id", 0}, {"method", "hello"}, {"params", {{"protocol", 1}, {"host", "borrower-b"}, {"nonce", to_hex(nonce)}}}};
+	FrameDecoder replies;
+	replies.feed(session.receive(encode_frame(client.seal(hello.dump()))));
+	const nlohmann::json reply = parse_json(client.open(*replies.next()));
+	client.establish(nonce, from_hex(reply.at("result").at("nonce").get<std::string>()));
+	for (std::size_t start = 0; start <= input.size() && !session.closed();) {
+		const std::size_t end = std::min(input.find('\n', start), input.size());
+		session.receive(encode_frame(client.seal(input.substr(start, end - start))));
+		start = end + 1;
+	}
+	session.end_of_stream();
+}
+
+// A borrower whose lender answers every call with the same (hostile) reply.
+void hostile_lender(std::string_view input)
+{
+	TempDir dir;
+	StateStore store(dir.path(), "borrower.json");
+	FakeKernelPort kernel;
+	FakeClock clock;
+	const nlohmann::json reply = parse_json(input); // an unreadable reply never reaches the borrower
+	Borrower borrower(
+		kernel, clock, store, {{"lender-a", "10.0.0.1:7450", "0000:00:0a.0"}},
+		[&](const PeerAddress &, std::string_view, const nlohmann::json &) { return reply; }, ignore_log, 5'000);
+	borrower.refresh();
+	for (const auto &[id, device] : kernel.announced)
+		for (const UpcallOp op : {UpcallOp::borrow, UpcallOp::config_read}) {
+			Upcall upcall;
+			upcall.op = static_cast<std::uint32_t>(op);
+			upcall.device_id = id;
+			upcall.args = {0, 4};
+			borrower.handle(upcall);
+		}
+	clock.now += 10'000;
+	borrower.tick();
+}
+
+// Loads @input as a state or config file; refusing it with AgentError is the expected outcome.
+void load_file(std::uint8_t which, std::string_view input)
+{
+	try {
+		if (which == 8) {
+			parse_config(input);
+			return;
+		}
+		AgentFixture fixture;
+		const fs::path state_dir = fixture.dir.path() / "state";
+		write_file(state_dir / (which == 6 ? "state.json" : "borrower.json"), std::string(input));
+		if (which == 6) {
+			fixture.lender->restore();
+		} else {
+			FakeKernelPort kernel;
+			Borrower(kernel, fixture.clock, StateStore(state_dir, "borrower.json"), {}, {}, ignore_log, 5'000).restore();
+		}
+	} catch (const AgentError &) {
+	}
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size)
@@ -38,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
 		return 0;
 	const std::string_view input(reinterpret_cast<const char *>(data) + 1, size - 1);
 	AgentFixture &fixture = agent();
-	switch (data[0] % 4) {
+	switch (data[0] % 9) {
 	case 0:
 		fixture.dispatcher->handle(input, {Principal::local_admin, ""});
 		break;
@@ -59,6 +131,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
 		session.end_of_stream();
 		break;
 	}
+	case 4:
+		authenticated_stream(fixture, input);
+		break;
+	case 5:
+		try {
+			hostile_lender(input);
+		} catch (const AgentError &) { // a reply that is not JSON, or refresh refusing the list
+		}
+		break;
+	default:
+		load_file(data[0] % 9, input);
+		break;
 	}
 	return 0;
 }

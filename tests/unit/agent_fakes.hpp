@@ -61,10 +61,14 @@ inline void write_file(const fs::path &path, const std::string &contents)
 	std::ofstream(path) << contents;
 }
 
+// `now` is the monotonic time: advancing it moves both clocks. wall_offset steps the wall clock alone
+// (NTP, an operator), as a host's clock can; the two differ from the start, as on a real host.
 class FakeClock final : public Clock {
 public:
-	std::int64_t now_ms() const override { return now; }
-	std::int64_t now = 1'700'000'000'000;
+	std::int64_t monotonic_ms() const override { return now; }
+	std::int64_t wall_ms() const override { return now + wall_offset; }
+	std::int64_t now = 86'400'000;
+	std::int64_t wall_offset = 1'700'000'000'000;
 };
 
 // A sysfs tree with PCI devices, as the kernel lays it out (symlinks for driver and iommu_group).

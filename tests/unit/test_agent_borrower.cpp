@@ -41,7 +41,10 @@ struct BorrowerFixture {
 				LoopbackTransport pipe(session);
 				RpcClient client(pipe, host, &key);
 				client.hello();
-				return client.call(method, params);
+				json result = client.call(method, params);
+				if (tamper_reply)
+					tamper_reply(method, result);
+				return result;
 			},
 			[this](LogLevel, const std::string &line) { log.push_back(line); }, 5'000);
 	}
@@ -79,6 +82,7 @@ struct BorrowerFixture {
 	std::vector<std::string> calls;
 	std::vector<std::string> log;
 	bool lender_down = false;
+	std::function<void(std::string_view method, json &result)> tamper_reply; // a hostile lender
 	std::uint64_t seq = 0;
 };
 
@@ -254,6 +258,63 @@ TEST_CASE("held leases are renewed every lease_ms / 3 and outlive many lease tim
 	f.advance(4000);
 	f.borrower->tick();
 	CHECK_FALSE(f.borrower->devices().begin()->second.lease);
+}
+
+TEST_CASE("a borrower whose wall clock steps back 60 s goes on renewing on time (monotonic clock)")
+{
+	BorrowerFixture f; // lease_ms 10 000: a renewal every 3333 ms
+	f.borrower->refresh();
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	f.clock.wall_offset -= 60'000;
+	for (int i = 0; i < 30; i++) {
+		f.advance(1000);
+		f.borrower->tick();
+		CHECK(f.lender.lender->expire_due().empty());
+	}
+	CHECK(std::count(f.calls.begin(), f.calls.end(), "lease.renew") == 7); // every 4 s at 1 s ticks
+}
+
+TEST_CASE("a lender whose wall clock steps keeps each lease for lease_ms of monotonic time")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	f.lender.clock.wall_offset += 3'600'000; // forward: no early expiry
+	CHECK(f.lender.lender->expire_due().empty());
+	f.lender.clock.wall_offset -= 7'200'000; // back: no longer lease either
+	f.lender.clock.now += 10'000;
+	CHECK(f.lender.lender->expire_due().size() == 1);
+}
+
+TEST_CASE("a lender's numbers out of their range are refused, never narrowed")
+{
+	BorrowerFixture f;
+	f.tamper_reply = [](std::string_view method, json &result) {
+		if (method == "device.list")
+			result["devices"][0]["vendor"] = 0x10000; // was vendor 0 once narrowed to 16 bits
+	};
+	f.borrower->refresh();
+	CHECK(f.kernel.announced.empty());
+
+	for (const json &lease_ms : {json(0), json(999), json(3'600'001), json(~0ull), json(-1)}) {
+		CAPTURE(lease_ms);
+		BorrowerFixture g;
+		g.borrower->refresh();
+		g.tamper_reply = [&](std::string_view method, json &result) {
+			if (method == "lease.acquire")
+				result["lease_ms"] = lease_ms;
+		};
+		CHECK(g.upcall(UpcallOp::borrow, g.nvme_id()).error == -EINVAL);
+		CHECK_FALSE(g.borrower->devices().begin()->second.lease);
+	}
+
+	BorrowerFixture h;
+	h.borrower->refresh();
+	h.tamper_reply = [](std::string_view method, json &result) {
+		if (method == "device.read_config")
+			result["value"] = 1ull << 32;
+	};
+	CHECK(h.upcall(UpcallOp::config_read, h.nvme_id(), {0, 4}).error == -EINVAL);
 }
 
 // ---- the data path

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Fuzzes the agent's message decoder and dispatcher (tests/fuzz/fuzz_agent_dispatch.cpp) with libFuzzer
+# Fuzzes the agent (tests/fuzz/fuzz_agent_dispatch.cpp: dispatcher, sessions before and after authentication,
+# a borrower facing a hostile lender, the state and config files) with libFuzzer
 # under ASan and UBSan for a bounded time (FARPASS_FUZZ_SECONDS, default 30), starting from the committed
 # seed corpus. Fails on any crash, sanitizer report, leak or timeout. Built with clang in its own
 # directory, build-fuzz/, and rebuilt only when a source changes.

@@ -278,6 +278,67 @@ TEST_CASE("a lease that ran out while the lender was down gets a full lease time
 	CHECK(agent.lender->acquire(nvme_address, "borrower-c").borrower == "borrower-c");
 }
 
+TEST_CASE("state.json holds wall-clock expiry times; restore turns them into monotonic time")
+{
+	AgentFixture agent(10'000);
+	agent.lender->lend(nvme_address);
+	agent.lender->acquire(nvme_address, "borrower-b");
+	const auto state = agent.store.load();
+	REQUIRE(state);
+	CHECK(state->at("devices")[0]["lease"]["expires_at_ms"] == agent.clock.wall_ms() + 10'000);
+
+	// The host rebooted (monotonic time starts again) and the agent is back 2 s after a save that had
+	// 32 s of the lease left: it keeps the 30 s that remain, more than a fresh lease time.
+	const std::int64_t saved_wall = agent.clock.wall_ms();
+	auto saved = *state;
+	saved["devices"][0]["lease"]["expires_at_ms"] = saved_wall + 32'000;
+	agent.store.save(saved);
+	agent.restart();
+	agent.clock.now = 5'000;
+	agent.clock.wall_offset = saved_wall + 2'000 - agent.clock.now;
+	agent.lender->restore();
+	CHECK(agent.lender->devices().at(nvme_address).lease->expires_at_ms == agent.clock.now + 30'000);
+}
+
+TEST_CASE("config accesses are checked in 64-bit arithmetic: an offset near 2^32 does not wrap")
+{
+	AgentFixture agent;
+	agent.lender->lend(nvme_address);
+	const Lease lease = agent.lender->acquire(nvme_address, "borrower-b");
+	CHECK(code_of([&] { agent.lender->read_config(nvme_address, "borrower-b", lease.id, 0xffff'fffc, 4); }) ==
+	      ErrorCode::invalid_params);
+	CHECK(code_of([&] { agent.lender->write_config(nvme_address, "borrower-b", lease.id, 0xffff'fffc, 4, 0); }) ==
+	      ErrorCode::invalid_params);
+	CHECK(agent.lender->read_config(nvme_address, "borrower-b", lease.id, 4092, 4) == 0);
+}
+
+TEST_CASE("numbers in state.json are decoded with their ranges: a bad one stops the agent, naming it")
+{
+	const auto restored_with = [](const std::function<void(json &)> &corrupt) {
+		AgentFixture agent;
+		agent.lender->lend(nvme_address);
+		const Lease lease = agent.lender->acquire(nvme_address, "borrower-b");
+		agent.lender->map_dma(nvme_address, "borrower-b", lease.id, 0x100000, 0x2000, 0x4000);
+		json state = *agent.store.load();
+		corrupt(state["devices"][0]);
+		agent.store.save(state);
+		agent.restart();
+		return message_of([&] { agent.lender->restore(); });
+	};
+	// 2^32 was slot 0 once narrowed to 32 bits.
+	CHECK(restored_with([](json &d) { d["slot"] = 1ull << 32; }) ==
+	      "malformed state file: \"slot\" must be an unsigned integer from 0 to 15, not 4294967296");
+	CHECK(restored_with([](json &d) { d["slot"] = 16; }).find("\"slot\" must be") != std::string::npos);
+	CHECK(restored_with([](json &d) { d["lease"]["dma"][0]["iova"] = -1; }) ==
+	      "malformed state file: \"iova\" must be an unsigned integer from 0 to 18446744073709551615, not -1");
+	CHECK(restored_with([](json &d) { d["lease"]["dma"][0]["size"] = 0; }).find("\"size\" must be") !=
+	      std::string::npos);
+	CHECK(restored_with([](json &d) { d["lease"]["expires_at_ms"] = ~0ull; }).find("\"expires_at_ms\" must be") !=
+	      std::string::npos);
+	CHECK(restored_with([](json &d) { d["lease"]["irqs"] = {{"index", 3}, {"count", 1}}; })
+		      .find("\"index\" must be") != std::string::npos);
+}
+
 TEST_CASE("restore forgets devices that disappeared from the host and persists that")
 {
 	AgentFixture agent;
@@ -303,7 +364,7 @@ TEST_CASE("restore refuses a state file it cannot read rather than guessing")
 	CHECK(code_of([&] { agent.lender->restore(); }) == ErrorCode::internal_error);
 	write_file(agent.dir.path() / "state/state.json",
 		   "{\"version\": 1, \"devices\": [{\"pci\": \"0000:01:00.0\", \"slot\": 16, \"lease\": null}]}");
-	CHECK(message_of([&] { agent.lender->restore(); }) == "state file: slot 16 of 0000:01:00.0 is not below 16");
+	CHECK(message_of([&] { agent.lender->restore(); }) == "malformed state file: \"slot\" must be an unsigned integer from 0 to 15, not 16");
 }
 
 // ---- the data path: slots, the BAR window, interrupts, teardown order

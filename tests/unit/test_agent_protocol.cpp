@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "agent_fakes.hpp"
+#include "log.hpp"
 #include "client.hpp"
 #include "errors.hpp"
 #include "framing.hpp"
@@ -259,6 +260,107 @@ TEST_CASE("device.read_config, write_config, reset, dma.map and dma.unmap need t
 						valid_for_method[field.name] = params[field.name];
 		CHECK(error_code(as(method, valid_for_method, "borrower-c")) == code(ErrorCode::no_such_lease));
 	}
+}
+
+TEST_CASE("log lines escape control characters and backslashes: a peer's name cannot forge a line")
+{
+	CHECK(escape_for_log("hello from evil\n<3>fatal: forged\r\x1b[2J\x7f\\x0a") ==
+	      "hello from evil\\x0a<3>fatal: forged\\x0d\\x1b[2J\\x7f\\\\x0a");
+	CHECK(escape_for_log("lender-a: hello from borrower-b") == "lender-a: hello from borrower-b");
+}
+
+TEST_CASE("JSON nested deeper than max_json_depth is a parse_error, at any boundary")
+{
+	const auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+	CHECK(parse_json(nested(max_json_depth)).is_array());
+	CHECK_THROWS_WITH_AS(parse_json(nested(max_json_depth + 1)), "JSON nested deeper than 16 levels", AgentError);
+	CHECK_THROWS_AS(parse_json(nested(100'000)), AgentError);
+	CHECK_THROWS_WITH_AS(parse_json("{\"a\":"), "not valid JSON", AgentError);
+
+	AgentFixture agent;
+	const std::string deep = R"({"id": 3, "method": "device.list", "params": {"x": )" + nested(20) + "}}";
+	const json reply = agent.dispatcher->handle(deep, {Principal::local_admin, ""});
+	CHECK(error_code(reply) == code(ErrorCode::parse_error));
+	CHECK(reply["error"]["message"] == "JSON nested deeper than 16 levels");
+}
+
+TEST_CASE("before hello only a small frame is accepted; after it, up to the frame limit")
+{
+	AgentFixture agent;
+	LoggedSession before(agent);
+	const std::string big(max_hello_payload + 1, ' ');
+	const auto refused = decode_all(before.session.receive(encode_frame(big)));
+	REQUIRE(refused.size() == 1);
+	CHECK(error_code(refused[0]) == code(ErrorCode::message_too_large));
+	CHECK(before.session.closed());
+
+	LoggedSession after(agent);
+	after.session.receive(hello_frame());
+	const std::string padded = R"({"id": 1, "method": "device.list")" + std::string(max_hello_payload, ' ') + "}";
+	const auto replies = decode_all(after.session.receive(encode_frame(padded)));
+	REQUIRE(replies.size() == 1);
+	CHECK(replies[0].contains("result"));
+	CHECK_FALSE(after.session.closed());
+}
+
+TEST_CASE("numeric parameters: ranges checked in 64-bit before the handler, boundary and wrapping values")
+{
+	AgentFixture agent;
+	agent.call("device.lend", {{"pci", nvme_address}});
+	const std::string lease =
+		agent.call("lease.acquire", {{"pci", nvme_address}}, Principal::peer, "borrower-b")["result"]["lease"];
+	const auto as = [&](const std::string &method, json params) {
+		params["pci"] = nvme_address;
+		params["lease"] = lease;
+		return agent.call(method, params, Principal::peer, "borrower-b");
+	};
+	const auto invalid = [&](const std::string &method, const json &params) {
+		return error_code(as(method, params)) == code(ErrorCode::invalid_params);
+	};
+	constexpr std::uint64_t two_32 = 1ull << 32, max64 = ~0ull;
+
+	// Config space: the last byte and the last dword are fine; past them, and values that would
+	// wrap to a valid one in 32 bits (2^32 + 4 was offset 4, 2^32 + 2 width 2), are not.
+	CHECK(as("device.read_config", {{"offset", 4095}, {"width", 1}}).contains("result"));
+	CHECK(as("device.read_config", {{"offset", 4092}, {"width", 4}}).contains("result"));
+	CHECK(invalid("device.read_config", {{"offset", 4096}, {"width", 1}}));
+	CHECK(invalid("device.read_config", {{"offset", 4094}, {"width", 4}}));
+	CHECK(invalid("device.read_config", {{"offset", two_32 + 4}, {"width", 2}}));
+	CHECK(invalid("device.read_config", {{"offset", 4}, {"width", two_32 + 2}}));
+	CHECK(invalid("device.read_config", {{"offset", 4}, {"width", 0}}));
+	CHECK(as("device.read_config", {{"offset", two_32 + 4}, {"width", 2}})["error"]["message"] ==
+	      "\"offset\" must be an unsigned integer from 0 to 4095, not 4294967300");
+	CHECK(as("device.write_config", {{"offset", 0x10}, {"width", 4}, {"value", two_32 - 1}}).contains("result"));
+	CHECK(invalid("device.write_config", {{"offset", 0x10}, {"width", 4}, {"value", two_32}}));
+	CHECK(invalid("device.write_config", {{"offset", 0x10}, {"width", 2}, {"value", two_32 + 6}}));
+	CHECK(invalid("device.write_config", {{"offset", 0x10}, {"width", 2}, {"value", 0x10000}}));
+	CHECK(agent.vfio.records.at(nvme_address)->config[0x10] == 0xff); // the refused writes wrote nothing
+
+	// DMA: an IOVA range may end at 2^64 but not wrap past it; empty ranges are refused.
+	CHECK(as("dma.map", {{"iova", max64 - 4095}, {"size", 4096}, {"window_offset", 0}}).contains("result"));
+	CHECK(invalid("dma.map", {{"iova", max64 - 4095}, {"size", 8192}, {"window_offset", 4096}}));
+	CHECK(invalid("dma.map", {{"iova", 0}, {"size", 0}, {"window_offset", 0}}));
+	CHECK(invalid("dma.map", {{"iova", 0}, {"size", 4096}, {"window_offset", max64}}));
+
+	// Interrupts: index 0 to 2, at most 2048 vectors.
+	CHECK(invalid("irq.set", {{"index", 3}, {"count", 1}}));
+	CHECK(invalid("irq.set", {{"index", max64}, {"count", 1}}));
+	CHECK(invalid("irq.set", {{"index", 2}, {"count", 2049}}));
+	CHECK(invalid("irq.set", {{"index", 2}, {"count", two_32 + 1}}));
+	CHECK(invalid("irq.set", {{"index", 2}, {"count", -1}}));
+}
+
+TEST_CASE("decode_uint: the range's ends are in, one past them and other JSON types are not")
+{
+	CHECK(decode_uint(json(5), "n", 5, 9) == 5);
+	CHECK(decode_uint(json(9), "n", 5, 9) == 9);
+	CHECK(decode_uint(json(~0ull), "n", 0, ~0ull) == ~0ull);
+	for (const json &bad : {json(4), json(10), json(-1), json(5.5), json("5"), json(nullptr)}) {
+		CAPTURE(bad);
+		CHECK_THROWS_AS(decode_uint(bad, "n", 5, 9), AgentError);
+	}
+	CHECK_THROWS_AS(decode_uint<std::uint16_t>(json(0x10000), "vendor"), AgentError);
+	CHECK(decode_uint<std::uint16_t>(json(0xffff), "vendor") == 0xffff);
 }
 
 TEST_CASE("device.read_config without a lease: a free device, or one the caller borrows; busy otherwise")

@@ -8,6 +8,8 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <cstring>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -264,4 +266,30 @@ TEST_CASE("a call past its deadline fails with ETIMEDOUT without blocking longer
 		CHECK(connects == 1); // a timeout is not retried on a new connection: the deadline is spent
 		CHECK_FALSE(sessions.connected("lender-a")); // the reply may still come: the stream is out of step
 	}
+}
+
+TEST_CASE("farpassctl's Unix-socket connect has a deadline: an agent that stopped accepting")
+{
+	TempDir dir;
+	const std::string path = (dir.path() / "agent.sock").string();
+	const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sockaddr_un address{};
+	address.sun_family = AF_UNIX;
+	std::strcpy(address.sun_path, path.c_str());
+	REQUIRE(::bind(listener, reinterpret_cast<sockaddr *>(&address), sizeof(address)) == 0);
+	REQUIRE(::listen(listener, 0) == 0);
+	// Never accepted: the first connection fills the listen queue, the next one has to wait.
+	SocketTransport first = SocketTransport::connect_unix(path, 300);
+	const auto started = std::chrono::steady_clock::now();
+	try {
+		SocketTransport::connect_unix(path, 300);
+		FAIL("connected to a full listen queue");
+	} catch (const AgentError &e) {
+		CHECK(e.code() == ErrorCode::peer_unreachable);
+		CHECK(e.error_number() == ETIMEDOUT);
+	}
+	const auto waited = std::chrono::steady_clock::now() - started;
+	CHECK(waited >= std::chrono::milliseconds(250));
+	CHECK(waited < std::chrono::milliseconds(2000));
+	::close(listener);
 }

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include "agent_fakes.hpp"
+
+#include <algorithm>
 #include "cli.hpp"
 #include "client.hpp"
 
@@ -131,6 +133,18 @@ TEST_CASE("exit codes: usage 2, busy 4, not found 5, already lent 7, unreachable
 	};
 	CHECK(run_farpassctl({"status"}, down, out, err) == exit_unreachable);
 	CHECK(err.str() == "farpassctl: connecting to /run/farpass/agent.sock: No such file or directory\n");
+}
+
+TEST_CASE("an answer the output cannot use is one clear error line and exit 1, not std::terminate")
+{
+	std::ostringstream out, err;
+	const AgentCaller malformed = [](const std::string &, std::string_view, const json &) -> json {
+		return {{"devices", {{{"host", "lender-a"}}}}}; // no pci, vendor, ...
+	};
+	CHECK(run_farpassctl({"list"}, malformed, out, err) == exit_failed);
+	const std::string message = err.str();
+	CHECK(message.rfind("farpassctl: malformed answer from the agent: ", 0) == 0);
+	CHECK(std::count(message.begin(), message.end(), '\n') == 1);
 }
 
 TEST_CASE("mdev-uuid: RFC 4122 UUIDv5 of <lender>-<id>, whatever the NTB driver; other names are usage errors")
