@@ -113,13 +113,9 @@ Borrower::Borrower(KernelPort &kernel, const Clock &clock, const StateStore &sto
 
 void Borrower::restore()
 {
-	const auto state = store_.load();
+	const auto state = store_.load(state_version);
 	if (!state)
 		return;
-	if (state->value("version", 0) != state_version)
-		throw AgentError(ErrorCode::internal_error, "borrower state file has version " +
-								    state->value("version", json()).dump() +
-								    ", this agent reads " + std::to_string(state_version));
 	try {
 		for (const auto &[key, id] : state->at("ids").items())
 			ids_[key] = decode_uint<std::uint32_t>(id, "id", 0, 0x7fff'ffff);

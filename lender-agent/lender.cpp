@@ -107,13 +107,9 @@ Lender::Lender(Sysfs &sysfs, Vfio &vfio, KernelPort &kernel, const Clock &clock,
 std::vector<std::string> Lender::restore()
 {
 	std::vector<std::string> gone;
-	const auto state = store_.load();
+	const auto state = store_.load(state_version);
 	if (!state)
 		return gone;
-	if (state->value("version", 0) != state_version)
-		throw AgentError(ErrorCode::internal_error, "state file has version " +
-								    state->value("version", json()).dump() +
-								    ", this agent reads " + std::to_string(state_version));
 	const std::int64_t now = clock_.monotonic_ms();
 	const std::int64_t wall_offset_ms = clock_.wall_ms() - now;
 	try {

@@ -44,18 +44,27 @@ StateStore::StateStore(std::filesystem::path directory, std::string name)
 {
 }
 
-std::optional<nlohmann::json> StateStore::load() const
+std::optional<nlohmann::json> StateStore::load(int version) const
 {
 	std::ifstream in(file_);
 	if (!in)
 		return std::nullopt;
 	std::ostringstream text;
 	text << in.rdbuf();
+	nlohmann::json state;
 	try {
-		return parse_json(text.str());
+		state = parse_json(text.str());
 	} catch (const AgentError &e) {
 		throw AgentError(ErrorCode::internal_error, "corrupt state file " + file_.string() + ": " + e.what());
 	}
+	// Checked here, before any caller reads a member: value() on a non-object, or of the wrong type, throws.
+	const auto found = state.is_object() ? state.find("version") : state.end();
+	if (!state.is_object() || found == state.end() || !found->is_number_integer() || *found != version)
+		throw AgentError(ErrorCode::internal_error,
+				 "state file " + file_.string() + " is not a version " + std::to_string(version) +
+					 " state object (its version: " +
+					 (found == state.end() ? std::string("none") : found->dump()) + ")");
+	return state;
 }
 
 void StateStore::save(const nlohmann::json &state) const

@@ -15,7 +15,8 @@ public:
 	// the borrower's announced devices).
 	explicit StateStore(std::filesystem::path directory, std::string name = "state.json");
 
-	std::optional<nlohmann::json> load() const;
+	// The document, if the file exists; throws unless it is a JSON object whose "version" is VERSION.
+	std::optional<nlohmann::json> load(int version) const;
 	// Writes a temporary file, fsyncs it, renames it over the old state and fsyncs the directory: a crash
 	// at any point leaves either the old or the new state, never a torn one.
 	void save(const nlohmann::json &state) const;

@@ -431,3 +431,19 @@ TEST_CASE("SET_IRQS: irq.set on the lender with the index and vector count; it n
 	CHECK(f.lender.kernel.relays.empty());
 	CHECK(f.upcall(UpcallOp::set_irqs, id, {0, 7, 1}).error == -EINVAL); // not INTx, MSI or MSI-X
 }
+
+TEST_CASE("a borrower.json that is not a version-1 state object is refused with an error naming it, not a crash")
+{
+	// The fuzzer's first find: "\"\"" made restore call value() on a string, and the agent die in std::terminate.
+	for (const json &bad : {json(""), json::array(), json{{"version", "1"}}, json{{"ids", json::object()}}}) {
+		BorrowerFixture f;
+		f.store.save(bad);
+		std::string message = "no AgentError thrown";
+		try {
+			f.borrower->restore();
+		} catch (const AgentError &e) {
+			message = e.what();
+		}
+		CHECK(message.find("is not a version 1 state object") != std::string::npos);
+	}
+}

@@ -283,7 +283,7 @@ TEST_CASE("state.json holds wall-clock expiry times; restore turns them into mon
 	AgentFixture agent(10'000);
 	agent.lender->lend(nvme_address);
 	agent.lender->acquire(nvme_address, "borrower-b");
-	const auto state = agent.store.load();
+	const auto state = agent.store.load(1);
 	REQUIRE(state);
 	CHECK(state->at("devices")[0]["lease"]["expires_at_ms"] == agent.clock.wall_ms() + 10'000);
 
@@ -319,7 +319,7 @@ TEST_CASE("numbers in state.json are decoded with their ranges: a bad one stops 
 		agent.lender->lend(nvme_address);
 		const Lease lease = agent.lender->acquire(nvme_address, "borrower-b");
 		agent.lender->map_dma(nvme_address, "borrower-b", lease.id, 0x100000, 0x2000, 0x4000);
-		json state = *agent.store.load();
+		json state = *agent.store.load(1);
 		corrupt(state["devices"][0]);
 		agent.store.save(state);
 		agent.restart();
@@ -664,4 +664,14 @@ TEST_CASE("a restart without the interrupts armed clears the slot's relay; what 
 	agent.restart();
 	agent.lender->restore();
 	CHECK(agent.lender->devices().at(nic_address).dma_mappings.empty());
+}
+
+TEST_CASE("a state.json that is not a version-1 state object is refused with an error naming it, not a crash")
+{
+	for (const json &bad : {json(""), json::array(), json{{"version", "1"}}, json{{"version", 2}}}) {
+		AgentFixture agent;
+		agent.store.save(bad);
+		agent.restart();
+		CHECK(message_of([&] { agent.lender->restore(); }).find("is not a version 1 state object") != std::string::npos);
+	}
 }
