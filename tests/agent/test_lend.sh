@@ -6,7 +6,8 @@
 #      NVMe; a VFIO user of an instance (farpass-client vfio-cfg, as QEMU) gets the real NVMe's config
 #      space, borrows it (bus master) and resets it, all through the agents' upcall service;
 #      unlend withdraws the type again;
-#  (b) a peer with the wrong cluster key is rejected (no answer) and the lender logs it.
+#  (b) a peer with the wrong cluster key is rejected (no answer) and the lender logs it;
+#  (c) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

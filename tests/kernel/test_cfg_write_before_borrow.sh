@@ -10,7 +10,8 @@
 #      Control read through the mdev (from the lender's vfio-pci now) has the written MRRS;
 #  (c) the counters: 2 writes deferred, 2 replayed, none failed; the borrower's agent refused no upcall
 #      for want of a lease (the bug: "is not borrowed");
-#  (d) the identify worked and the device is given back at bus master off.
+#  (d) the identify worked and the device is given back at bus master off;
+#  (e) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

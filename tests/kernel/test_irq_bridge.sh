@@ -12,7 +12,8 @@
 #      every one of the 64 vectors arrived (256 + 64 deliveries), none other;
 #  (d) F_CLEAR unhooks the slot; the fds were closed by the client long before (the kernel holds them);
 #  (e) link down: signals are not posted (counted); the borrower's farpass comes back, the mailboxes
-#      restart and vectors arrive again; unload with hooks in place leaves no warning.
+#      restart and vectors arrive again; unload with hooks in place leaves no warning:
+#      both kernel logs have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

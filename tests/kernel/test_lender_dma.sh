@@ -12,7 +12,8 @@
 #      IOMMU (DMAR at that IOVA) and the borrower's buffer still holds pattern 1;
 #  (d) with the borrower's link down, OUTBOUND_WINDOW fails with ENOLINK;
 #  (e) the NTB leaves farpass (ntb_hw_epf unbound) while a process has its window mapped: the mapping is
-#      torn down (the next access gets SIGBUS), no warning, and farpass unloads.
+#      torn down (the next access gets SIGBUS), and farpass unloads; the lender's kernel log has no
+#      warning, BUG, oops, RCU stall, hung task or DMAR fault but the one (c) provoked at that IOVA.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

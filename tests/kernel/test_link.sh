@@ -3,7 +3,8 @@
 # scratchpads and a doorbell) complete on both sides; killing the borrower's QEMU takes the lender's
 # link down without hanging anything (the lender's farpass unloads at once); when the borrower boots
 # again, the link and the handshake come back; killing the lender then leaves the borrower's mdev
-# instance intact and the borrower's farpass unloads at once.
+# instance intact and the borrower's farpass unloads at once. Both kernel logs have no warning, BUG,
+# oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

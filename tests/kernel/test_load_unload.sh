@@ -2,7 +2,8 @@
 # (c) farpass.ko loads and unloads 20 times on borrower1, every other time with announced devices and
 # an mdev instance present at rmmod; the lender keeps its farpass loaded, so each load also brings the
 # link up and starts the control handshake that the unload interrupts. Afterwards: no mdev, no parent,
-# VFIO and mdev hold no reference, the kernel logged no warning; a last cycle checks the counters'
+# VFIO and mdev hold no reference, neither kernel log has a warning, BUG, oops, RCU stall, hung task or
+# DMAR fault (nor, on borrower1, a leak report); a last cycle checks the counters'
 # gauges are back to zero after a clean teardown.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"

@@ -10,7 +10,8 @@
 #      is still on vfio-pci there, bus master off and the controller reset (CSTS.RDY 0);
 #  (c) the borrower's agent is killed while the client holds the device borrowed: a forwarded config
 #      read through the mdev returns all-ones within the upcall timeout (timed on L0), no hang; the
-#      lender expires the lease and resets the device.
+#      lender expires the lease and resets the device;
+#  (d) both kernel logs have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

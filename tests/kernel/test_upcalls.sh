@@ -10,7 +10,8 @@
 #      then writes/reset fail at once, the ERR eventfd fired (also one set afterwards);
 #  (d) a late reply gets ENOENT; (e) an agent killed while holding a request: the VFIO user gets
 #      all-ones at once (ENOTCONN), long before a 30 s timeout; no agent at all: at once too;
-#  (f) nothing hangs: instance removed, device withdrawn, farpass unloads; no warning in dmesg.
+#  (f) nothing hangs: instance removed, device withdrawn, farpass unloads; borrower1's kernel log has no
+#      warning, BUG, oops, RCU stall, hung task, DMAR fault or leak report.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

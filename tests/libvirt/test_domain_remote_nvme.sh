@@ -15,6 +15,7 @@
 #      definition to borrower2 unchanged; `virsh start` there works with no other step on borrower2 (the
 #      hook creates the instance of the same UUID) and the guest reads back, with fio verify_only, every
 #      block borrower1's guest wrote with the second tag; the device is given back at its power-off.
+# The three kernel logs have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 # Prints each step's duration (a summary table, also `make demo`'s).
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"

@@ -9,7 +9,8 @@
 #      with no other step;
 #  (c) `virsh start` on borrower2 fails with a libvirt error naming the device and the reason, and
 #      creates nothing, when the device is borrowed by borrower1 (a lease held through the agents'
-#      protocol) and when the lender's agent is down.
+#      protocol) and when the lender's agent is down;
+#  (d) borrower2's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"

@@ -5,7 +5,8 @@
 #      the instance, `nodedev-autostart` marks it for boot; destroyed and undefined again;
 #  (c) `mdevctl define --auto` of the same device; the borrower L1 is rebooted: once udevd, farpass.ko
 #      and the agent are up (what systemd does on a real host), the instance is back without any
-#      command (the udev rule udev/61-farpass-mdevctl.rules on the parent's registration), and libvirt lists it.
+#      command (the udev rule udev/61-farpass-mdevctl.rules on the parent's registration), and libvirt lists it;
+#  (d) the borrower's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
