@@ -22,6 +22,7 @@
 #include <linux/uaccess.h>
 #include <linux/vfio.h>
 
+#include "compat.h"
 #include "counters.h"
 #include "instance.h"
 #include "link.h"
@@ -479,7 +480,7 @@ int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 	vma->vm_file->f_mapping = fm->bar_inode->i_mapping;
 	vma->vm_page_prot = b->flags & FARPASS_BAR_PREFETCH ? pgprot_writecombine(vma->vm_page_prot) :
 			    pgprot_noncached(vma->vm_page_prot);
-	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
+	fp_vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_private_data = fm;
 	vma->vm_ops = &fp_bar_vm_ops;
 	return 0;

@@ -385,7 +385,6 @@ static const struct file_operations fp_fops = {
 	.poll = fp_upcall_poll,
 	.mmap = fp_mmap,
 	.compat_ioctl = compat_ptr_ioctl,	/* the uapi has the same layout in 32- and 64-bit */
-	.llseek = no_llseek,
 };
 
 static struct miscdevice fp_miscdev = {

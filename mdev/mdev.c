@@ -38,6 +38,7 @@
 #include <linux/workqueue.h>
 
 #include "cfg.h"
+#include "compat.h"
 #include "counters.h"
 #include "dmawin.h"
 #include "fp.h"
@@ -305,7 +306,7 @@ static void fp_signal(struct fp_mdev *fm, struct eventfd_ctx *const *trigger)
 {
 	spin_lock(&fm->state_lock);
 	if (*trigger)
-		eventfd_signal(*trigger, 1);
+		fp_eventfd_signal(*trigger);
 	spin_unlock(&fm->state_lock);
 }
 
@@ -324,7 +325,7 @@ static void fp_mark_dead(struct fp_mdev *fm, int why)
 		dev_warn(fm->vdev.dev, "farpass: device %u surprise-removed (agent: %pe)\n",
 			 fm->rdev->desc.device_id, ERR_PTR(why));
 		if (fm->err_trigger)
-			eventfd_signal(fm->err_trigger, 1);
+			fp_eventfd_signal(fm->err_trigger);
 	}
 	spin_unlock(&fm->state_lock);
 }
@@ -472,7 +473,7 @@ static void fp_irq_deliver(void *ctx, u32 vector)
 
 	spin_lock_irqsave(&fm->irq_lock, flags);
 	if (vector < fm->irq_count && fm->irq_trig[vector]) {
-		eventfd_signal(fm->irq_trig[vector], 1);
+		fp_eventfd_signal(fm->irq_trig[vector]);
 		signalled = true;
 	}
 	spin_unlock_irqrestore(&fm->irq_lock, flags);
@@ -999,7 +1000,7 @@ static int fp_irq_set_msi(struct fp_mdev *fm, const struct vfio_irq_set *hdr, co
 	spin_lock_irq(&fm->irq_lock);
 	for (i = 0; i < hdr->count; i++)
 		if (fm->irq_trig[hdr->start + i] && (hdr->flags & VFIO_IRQ_SET_DATA_NONE || bools[i]))
-			eventfd_signal(fm->irq_trig[hdr->start + i], 1);
+			fp_eventfd_signal(fm->irq_trig[hdr->start + i]);
 	spin_unlock_irq(&fm->irq_lock);
 	return 0;
 }
@@ -1031,7 +1032,7 @@ static int fp_irq_set_err_req(struct fp_mdev *fm, const struct vfio_irq_set *hdr
 	*slot = ctx;
 	/* A device that died before the VFIO user set its error eventfd: tell it now. */
 	if (ctx && slot == &fm->err_trigger && fm->dead)
-		eventfd_signal(ctx, 1);
+		fp_eventfd_signal(ctx);
 	spin_unlock(&fm->state_lock);
 	if (old)
 		eventfd_ctx_put(old);
@@ -1135,14 +1136,9 @@ static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 	mutex_unlock(&fm->dma_lock);
 }
 
-static void fp_vfio_release(struct vfio_device *vdev)
-{
-	vfio_free_device(vdev);
-}
-
 static const struct vfio_device_ops fp_vfio_ops = {
 	.name = FP_NAME,
-	.release = fp_vfio_release,
+	FP_VFIO_EMULATED_IOMMU_OPS,
 	.open_device = fp_vfio_open,
 	.close_device = fp_vfio_close,
 	.read = fp_vfio_read,

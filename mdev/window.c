@@ -21,6 +21,7 @@
 #include <linux/pci.h>
 #include <linux/slab.h>
 
+#include "compat.h"
 #include "fp.h"
 #include "link.h"
 
@@ -190,7 +191,7 @@ int fp_win_mmap(struct file *file, struct vm_area_struct *vma)
 	map->base = base;
 	vma->vm_page_prot = fp_win_prefetchable(link->pdev, base) ?
 			    pgprot_writecombine(vma->vm_page_prot) : pgprot_noncached(vma->vm_page_prot);
-	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
+	fp_vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_private_data = map;
 	vma->vm_ops = &fp_win_vm_ops;
 	mutex_lock(&fp_win_lock);

@@ -13,6 +13,7 @@
 #include <linux/ntb.h>
 #include <linux/pci.h>
 
+#include "compat.h"
 #include "counters.h"
 #include "fp.h"
 #include "xwin.h"
@@ -70,8 +71,8 @@ static int fp_xwin_reserve(struct fp_link *link, int mw)
 	unmapped = iommu_unmap(link->xwin_domain, iova, size);
 	if (unmapped != size) {
 		/* dma_unmap_resource() expects the PTEs it made (it WARNs on a short unmap). */
-		if (iommu_map(link->xwin_domain, iova, phys, unmapped,
-			      IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO))
+		if (fp_iommu_map(link->xwin_domain, iova, phys, unmapped,
+				 IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO))
 			dev_warn(&link->ntb->dev, "window %d: reserved range not restored\n", mw);
 		dma_unmap_resource(dev, iova, size, DMA_BIDIRECTIONAL, 0);
 		return -EIO;
@@ -124,8 +125,8 @@ static void fp_xwin_release(struct fp_link *link, int mw)
 	/* A user that left a mapping is a bug: keep the range reserved rather than map over it. */
 	if (WARN_ON(atomic64_read(&xw->mapped)))
 		return;
-	ret = iommu_map(link->xwin_domain, xw->iova, xw->resv_phys, xw->size,
-			IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO);
+	ret = fp_iommu_map(link->xwin_domain, xw->iova, xw->resv_phys, xw->size,
+			   IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO);
 	if (ret)
 		dev_warn(&link->ntb->dev, "window %d: reserved range not restored: %pe\n", mw, ERR_PTR(ret));
 	dma_unmap_resource(fp_xwin_dev(link), xw->iova, xw->size, DMA_BIDIRECTIONAL, 0);
@@ -219,7 +220,7 @@ int fp_xwin_map(struct fp_link *link, int mw, u64 off, phys_addr_t phys, size_t 
 		return ret;
 	if (!PAGE_ALIGNED(phys))
 		return -EINVAL;
-	ret = iommu_map(link->xwin_domain, link->xwin[mw].iova + off, phys, size, prot);
+	ret = fp_iommu_map(link->xwin_domain, link->xwin[mw].iova + off, phys, size, prot);
 	if (ret)
 		return ret;
 	atomic64_add(size, &link->xwin[mw].mapped);
