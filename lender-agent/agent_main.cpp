@@ -4,7 +4,6 @@
 // peer sessions: its calls wait on other agents, and two agents each waiting in one loop for the other's
 // answer would stall both until the call timeout. State is persisted on every change, so stopping needs
 // no flush and a restart finds every device and lease again.
-#include "auth.hpp"
 #include "borrower.hpp"
 #include "client.hpp"
 #include "config.hpp"
@@ -16,6 +15,7 @@
 #include "session.hpp"
 #include "state_store.hpp"
 #include "sysfs.hpp"
+#include "tls.hpp"
 #include "transport.hpp"
 #include "vfio_linux.hpp"
 
@@ -99,11 +99,6 @@ struct Connection {
 	std::int64_t last_activity_ms;
 };
 
-std::unique_ptr<Transport> connect_peer(const PeerAddress &peer, int timeout_ms)
-{
-	return std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, timeout_ms));
-}
-
 // Peer host -> this host's NTB towards it, for the lender role's outbound windows.
 std::map<std::string, std::string> ntb_links(const std::vector<PeerAddress> &peers)
 {
@@ -117,10 +112,10 @@ std::map<std::string, std::string> ntb_links(const std::vector<PeerAddress> &pee
 class Agent {
 public:
 	explicit Agent(const AgentConfig &config)
-		: config_(config), key_(ClusterKey::load(config.cluster_key)),
+		: config_(config), tls_(config.pki, config.host),
 		  kernel_(open_device_path(config.device), ntb_links(config.peers)),
-		  sessions_(connect_peer, clock_, config.host, key_, static_cast<int>(config.call_timeout_ms), log_line),
-		  borrower_sessions_(connect_peer, clock_, config.host, key_, static_cast<int>(config.call_timeout_ms),
+		  sessions_(connect_with_tls(), clock_, config.host, static_cast<int>(config.call_timeout_ms), log_line),
+		  borrower_sessions_(connect_with_tls(), clock_, config.host, static_cast<int>(config.call_timeout_ms),
 				     log_line),
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
 		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms,
@@ -246,6 +241,16 @@ private:
 		return static_cast<int>(std::clamp<std::int64_t>(tick_at_ms - clock_.monotonic_ms(), 0, tick_ms));
 	}
 
+	// TCP, then the TLS handshake, within one deadline; the peer must show the certificate of peer.host.
+	PeerConnector connect_with_tls() const
+	{
+		return [this](const PeerAddress &peer, int timeout_ms) -> std::unique_ptr<Transport> {
+			auto socket = std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, timeout_ms));
+			socket->set_deadline(timeout_ms);
+			return std::make_unique<TlsTransport>(tls_, std::move(socket), peer.host);
+		};
+	}
+
 	nlohmann::json call_peer(const PeerAddress &peer, std::string_view method, const nlohmann::json &params)
 	{
 		return sessions_.call(peer, method, params);
@@ -275,7 +280,8 @@ private:
 					      sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
 			label = std::string(host) + ":" + port;
 		}
-		connections_.push_back({fd, Session(dispatcher_, {principal, config_.host, label, &key_}, log_line), {},
+		const TlsContext *tls = principal == Principal::peer ? &tls_ : nullptr; // the CLI: SO_PEERCRED above
+		connections_.push_back({fd, Session(dispatcher_, {principal, config_.host, label, tls}, log_line), {},
 					clock_.monotonic_ms()});
 	}
 
@@ -321,7 +327,7 @@ private:
 	}
 
 	AgentConfig config_;
-	ClusterKey key_;
+	TlsContext tls_;
 	SystemClock clock_;
 	Sysfs sysfs_;
 	LinuxVfio vfio_;
