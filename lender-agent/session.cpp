@@ -79,6 +79,12 @@ void Session::end_of_stream()
 		close(LogLevel::info, "connection closed");
 }
 
+void Session::cut(const std::string &why)
+{
+	if (!closed_)
+		close(LogLevel::warning, why);
+}
+
 std::string Session::handle_payload(std::string_view payload)
 {
 	if (!greeted_)

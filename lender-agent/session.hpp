@@ -36,9 +36,13 @@ public:
 	// The other side closed its end.
 	void end_of_stream();
 
+	// Closes the session for @why (logged), e.g. a deadline the server enforces.
+	void cut(const std::string &why);
+
 	bool closed() const { return closed_; }
-	// True while an unfinished message is buffered (a stalled sender is cut off by the daemon).
-	bool mid_message() const { return decoder_.mid_frame(); }
+	bool greeted() const { return greeted_; }
+	// True while an unfinished message (or TLS record) is buffered (a stalled sender is cut off).
+	bool mid_message() const { return decoder_.mid_frame() || (tls_ && tls_->mid_record()); }
 
 private:
 	std::string receive_plaintext(std::string_view bytes);

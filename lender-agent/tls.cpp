@@ -238,6 +238,12 @@ void TlsChannel::send(std::string_view plaintext)
 		fail();
 }
 
+bool TlsChannel::mid_record() const
+{
+	// Part of a record may sit in the input buffer or already inside OpenSSL's own.
+	return BIO_ctrl_pending(network_in_) > 0 || SSL_has_pending(ssl_.get());
+}
+
 std::string TlsChannel::take_ciphertext()
 {
 	std::string bytes(BIO_ctrl_pending(network_out_), '\0');

@@ -62,6 +62,8 @@ public:
 	std::string take_ciphertext();
 
 	bool established() const { return !peer_host_.empty(); }
+	// Bytes of an incomplete TLS record are waiting for the rest.
+	bool mid_record() const;
 	// The peer sent close_notify.
 	bool peer_closed() const { return peer_closed_; }
 	// The host the peer's verified certificate names; empty until established.

@@ -82,11 +82,16 @@ expect_eq "... and the borrowers as unreachable, without wedging the lender's ag
 	"$(jq -r '[.unreachable[].host] | join(" ")' <<<"$json")" "borrower1 borrower2"
 expect_eq "lender: the NVMe is still bound to vfio-pci" \
 	"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
-out=$(ag_peer borrower2 call lease.acquire "'{\"pci\": \"$LENDER_NVME\"}'")
-expect "borrower2 can borrow it now" jq -e '.lease' <<<"$out"
-lease=$(jq -r .lease <<<"$out")
+# Held with a heartbeat: each call is a TLS handshake in a TCG guest, and three in a row can outlast
+# the lease under load.
+rig_run borrower2 -- "setsid $FP_PEER --pki $RIGDIR/borrower2/pki --host borrower2 --lender lender \
+	--address $(rig_vm_ip lender):$AG_PORT hold $LENDER_NVME </dev/null >$RIGDIR/borrower2/hold.log 2>&1 &
+echo \$! >$RIGDIR/borrower2/hold.pid"
+expect "borrower2 can borrow it now" ntb_wait borrower2 20 "grep -q '\"lease_ms\":$LEASE_MS' $RIGDIR/borrower2/hold.log"
+lease=$(head -1 "$RIGDIR/borrower2/hold.log" | jq -r .lease)
 vendor=$(ag_peer borrower2 call device.read_config \
 	"'{\"pci\": \"$LENDER_NVME\", \"lease\": \"$lease\", \"offset\": 0, \"width\": 4}'" | jq -r .value)
 expect_eq "... and read its IDs through the lender's VFIO (1b36:0010)" "$(printf '%08x' "$vendor")" 00101b36
+rig_run borrower2 -- "kill \$(cat $RIGDIR/borrower2/hold.pid)"
 expect "borrower2 gives it back" ag_peer borrower2 call lease.release "'{\"pci\": \"$LENDER_NVME\", \"lease\": \"$lease\"}'"
 expect "lender: the agent is still running" rig_run lender -- "kill -0 \$(cat $RIGDIR/lender/agent.pid)"

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "agent_fakes.hpp"
+#include "pki_fixture.hpp"
 #include "client.hpp"
 #include "errors.hpp"
 #include "tls.hpp"
@@ -15,47 +16,12 @@
 #include <unistd.h>
 
 #include <functional>
-#include <stdexcept>
 
 using namespace farpass::agent;
 using namespace farpass::agent::testing;
 using nlohmann::json;
 
 namespace {
-
-// Credentials made once per run: hosts of the cluster CA, an expired certificate, and another CA's.
-struct Pki {
-	Pki()
-	{
-		make("ca " + path("ca"));
-		for (const char *host : {"lender-a", "borrower-b", "borrower-c", "lender-x"})
-			make("host " + path("ca") + " " + path(host) + " " + host);
-		make("host " + path("ca") + " " + path("expired") + " borrower-c -1");
-		make("ca " + path("other-ca"));
-		make("host " + path("other-ca") + " " + path("other-lender-a") + " lender-a");
-		// An intruder's borrower-b that trusts the cluster's CA too, so it gets as far as showing its
-		// certificate to the lender.
-		make("host " + path("other-ca") + " " + path("intruder") + " borrower-b");
-		write_file(path("intruder") + "/cacert.pem",
-			   read_file(path("intruder") + "/cacert.pem") + read_file(path("ca") + "/cacert.pem"));
-	}
-	std::string path(const std::string &name) const { return (dir.path() / name).string(); }
-
-	static void make(const std::string &args)
-	{
-		const std::string command = "bash " FARPASS_SOURCE_ROOT "/tests/make-pki.sh " + args;
-		if (std::system(command.c_str()) != 0)
-			throw std::runtime_error("failed: " + command);
-	}
-
-	TempDir dir;
-};
-
-const Pki &pki()
-{
-	static const Pki made;
-	return made;
-}
 
 // The AgentError @call throws, as "<code> <message>".
 std::string failure(const std::function<void()> &call)
