@@ -1,10 +1,9 @@
 // farpass-agent: the per-host daemon. The main thread's poll loop serves peer agents on TCP, farpassctl on
-// a Unix socket (root only), lease expiry once a second and SIGTERM/SIGINT for a clean stop. The borrower
+// a Unix socket (root only; both through server.hpp, which bounds what clients hold), lease expiry once a second and SIGTERM/SIGINT for a clean stop. The borrower
 // role (the kernel's upcalls, polling the lenders, heartbeats) runs in a thread of its own with its own
 // peer sessions: its calls wait on other agents, and two agents each waiting in one loop for the other's
 // answer would stall both until the call timeout. State is persisted on every change, so stopping needs
 // no flush and a restart finds every device and lease again.
-#include "auth.hpp"
 #include "borrower.hpp"
 #include "client.hpp"
 #include "config.hpp"
@@ -13,9 +12,10 @@
 #include "lender.hpp"
 #include "methods.hpp"
 #include "peer_sessions.hpp"
-#include "session.hpp"
+#include "server.hpp"
 #include "state_store.hpp"
 #include "sysfs.hpp"
+#include "tls.hpp"
 #include "transport.hpp"
 #include "vfio_linux.hpp"
 
@@ -33,14 +33,12 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
-#include <list>
 #include <thread>
 
 using namespace farpass::agent;
 
 namespace {
 
-constexpr std::int64_t stalled_message_ms = 10'000; // a sender silent mid-message this long is cut off
 constexpr int tick_ms = 1000;
 
 void log_line(LogLevel level, const std::string &line)
@@ -66,7 +64,8 @@ int listen_tcp(const std::string &address)
 	const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	const int on = 1;
 	::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-	const bool ok = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 && ::listen(fd, 16) == 0;
+	// A long queue: under a connection flood a peer's connect waits its turn instead of losing its SYN.
+	const bool ok = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0;
 	::freeaddrinfo(found);
 	if (!ok)
 		throw_system_error("listening on " + address);
@@ -92,18 +91,6 @@ int listen_unix(const std::string &path)
 	return fd;
 }
 
-struct Connection {
-	int fd;
-	Session session;
-	std::string outgoing;
-	std::int64_t last_activity_ms;
-};
-
-std::unique_ptr<Transport> connect_peer(const PeerAddress &peer, int timeout_ms)
-{
-	return std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, timeout_ms));
-}
-
 // Peer host -> this host's NTB towards it, for the lender role's outbound windows.
 std::map<std::string, std::string> ntb_links(const std::vector<PeerAddress> &peers)
 {
@@ -117,10 +104,10 @@ std::map<std::string, std::string> ntb_links(const std::vector<PeerAddress> &pee
 class Agent {
 public:
 	explicit Agent(const AgentConfig &config)
-		: config_(config), key_(ClusterKey::load(config.cluster_key)),
+		: config_(config), tls_(config.pki, config.host),
 		  kernel_(open_device_path(config.device), ntb_links(config.peers)),
-		  sessions_(connect_peer, clock_, config.host, key_, static_cast<int>(config.call_timeout_ms), log_line),
-		  borrower_sessions_(connect_peer, clock_, config.host, key_, static_cast<int>(config.call_timeout_ms),
+		  sessions_(connect_with_tls(), clock_, config.host, static_cast<int>(config.call_timeout_ms), log_line),
+		  borrower_sessions_(connect_with_tls(), clock_, config.host, static_cast<int>(config.call_timeout_ms),
 				     log_line),
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
 		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms,
@@ -146,8 +133,8 @@ public:
 			log_line(LogLevel::info, "restored " + address +
 							 (device.lease ? " borrowed by " + device.lease->borrower : ""));
 		log_lender_notices();
-		tcp_ = listen_tcp(config.listen);
-		unix_ = listen_unix(config.socket);
+		server_.listen(listen_tcp(config.listen), Principal::peer);
+		server_.listen(listen_unix(config.socket), Principal::local_admin);
 		sigset_t signals;
 		sigemptyset(&signals);
 		sigaddset(&signals, SIGTERM);
@@ -160,10 +147,6 @@ public:
 
 	~Agent()
 	{
-		for (const Connection &connection : connections_)
-			::close(connection.fd);
-		::close(tcp_);
-		::close(unix_);
 		::close(signals_);
 		::close(borrower_stop_);
 		::unlink(config_.socket.c_str());
@@ -183,23 +166,17 @@ private:
 	void serve_requests()
 	{
 		for (;;) {
-			std::vector<pollfd> fds = {{signals_, POLLIN, 0}, {tcp_, POLLIN, 0}, {unix_, POLLIN, 0}};
-			for (const Connection &connection : connections_)
-				fds.push_back({connection.fd, short(POLLIN | (connection.outgoing.empty() ? 0 : POLLOUT)), 0});
-			if (::poll(fds.data(), fds.size(), ms_until(next_tick_ms_)) < 0 && errno != EINTR)
+			std::vector<pollfd> fds = {{signals_, POLLIN, 0}};
+			const std::vector<pollfd> served = server_.poll_set();
+			fds.insert(fds.end(), served.begin(), served.end());
+			const int timeout_ms = std::min(ms_until(next_tick_ms_), server_.poll_timeout_ms());
+			if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
 				throw_system_error("poll");
 			if (fds[0].revents) {
 				log_line(LogLevel::info, "stopping on signal");
 				return;
 			}
-			if (fds[1].revents)
-				accept_connection(tcp_, Principal::peer);
-			if (fds[2].revents)
-				accept_connection(unix_, Principal::local_admin);
-			auto connection = connections_.begin();
-			for (std::size_t i = 3; i < fds.size(); i++, connection++)
-				serve(*connection, fds[i].revents);
-			reap_connections();
+			server_.serve(fds.data() + 1, fds.size() - 1);
 			if (clock_.monotonic_ms() >= next_tick_ms_) {
 				next_tick_ms_ = clock_.monotonic_ms() + tick_ms;
 				for (const ExpiredLease &expired : lender_.expire_due())
@@ -246,82 +223,23 @@ private:
 		return static_cast<int>(std::clamp<std::int64_t>(tick_at_ms - clock_.monotonic_ms(), 0, tick_ms));
 	}
 
+	// TCP, then the TLS handshake, within one deadline; the peer must show the certificate of peer.host.
+	PeerConnector connect_with_tls() const
+	{
+		return [this](const PeerAddress &peer, int timeout_ms) -> std::unique_ptr<Transport> {
+			auto socket = std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, timeout_ms));
+			socket->set_deadline(timeout_ms);
+			return std::make_unique<TlsTransport>(tls_, std::move(socket), peer.host);
+		};
+	}
+
 	nlohmann::json call_peer(const PeerAddress &peer, std::string_view method, const nlohmann::json &params)
 	{
 		return sessions_.call(peer, method, params);
 	}
 
-	void accept_connection(int listener, Principal principal)
-	{
-		const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		std::string label;
-		if (principal == Principal::local_admin) {
-			ucred peer{};
-			socklen_t length = sizeof(peer);
-			if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != 0) {
-				log_line(LogLevel::warning, "CLI connection from uid " + std::to_string(peer.uid) + " refused");
-				::close(fd);
-				return;
-			}
-			label = "cli pid " + std::to_string(peer.pid);
-		} else {
-			sockaddr_storage address{};
-			socklen_t length = sizeof(address);
-			char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
-			if (::getpeername(fd, reinterpret_cast<sockaddr *>(&address), &length) == 0)
-				::getnameinfo(reinterpret_cast<sockaddr *>(&address), length, host, sizeof(host), port,
-					      sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
-			label = std::string(host) + ":" + port;
-		}
-		connections_.push_back({fd, Session(dispatcher_, {principal, config_.host, label, &key_}, log_line), {},
-					clock_.monotonic_ms()});
-	}
-
-	void serve(Connection &connection, short revents)
-	{
-		if (revents & (POLLIN | POLLHUP | POLLERR)) {
-			char buffer[65536];
-			const ssize_t received = ::recv(connection.fd, buffer, sizeof(buffer), 0);
-			if (received > 0) {
-				connection.last_activity_ms = clock_.monotonic_ms();
-				connection.outgoing += connection.session.receive(std::string_view(buffer, received));
-			} else if (received == 0 || (errno != EAGAIN && errno != EINTR)) {
-				connection.session.end_of_stream();
-				connection.outgoing.clear();
-			}
-		}
-		if (!connection.outgoing.empty()) {
-			const ssize_t sent = ::send(connection.fd, connection.outgoing.data(), connection.outgoing.size(),
-						    MSG_NOSIGNAL);
-			if (sent > 0)
-				connection.outgoing.erase(0, static_cast<std::size_t>(sent));
-			else if (errno != EAGAIN && errno != EINTR)
-				connection.session.end_of_stream(), connection.outgoing.clear();
-		}
-	}
-
-	void reap_connections()
-	{
-		const std::int64_t now = clock_.monotonic_ms();
-		for (auto connection = connections_.begin(); connection != connections_.end();) {
-			if (connection->session.mid_message() && now - connection->last_activity_ms > stalled_message_ms) {
-				log_line(LogLevel::warning, "a connection stalled in the middle of a message; closing");
-				connection->session.end_of_stream();
-				connection->outgoing.clear();
-			}
-			if (connection->session.closed() && connection->outgoing.empty()) {
-				::close(connection->fd);
-				connection = connections_.erase(connection);
-			} else {
-				++connection;
-			}
-		}
-	}
-
 	AgentConfig config_;
-	ClusterKey key_;
+	TlsContext tls_;
 	SystemClock clock_;
 	Sysfs sysfs_;
 	LinuxVfio vfio_;
@@ -335,8 +253,8 @@ private:
 	Dispatcher dispatcher_;
 	Borrower borrower_;
 	std::int64_t next_tick_ms_ = 0;
-	std::list<Connection> connections_;
-	int tcp_ = -1, unix_ = -1, signals_ = -1;
+	Server server_{dispatcher_, clock_, config_.host, &tls_, log_line};
+	int signals_ = -1;
 	int borrower_stop_ = ::eventfd(0, EFD_CLOEXEC); // written once: the borrower thread returns
 };
 

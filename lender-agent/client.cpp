@@ -9,25 +9,14 @@ namespace farpass::agent {
 
 using nlohmann::json;
 
-RpcClient::RpcClient(Transport &transport, std::string local_host, const ClusterKey *key)
+RpcClient::RpcClient(Transport &transport, std::string local_host)
 	: transport_(transport), local_host_(std::move(local_host))
 {
-	if (key)
-		auth_.emplace(*key, Role::client);
 }
 
 json RpcClient::hello()
 {
-	json params = {{"protocol", protocol_version}, {"host", local_host_}};
-	std::string client_nonce;
-	if (auth_) {
-		client_nonce = random_bytes(nonce_size);
-		params["nonce"] = to_hex(client_nonce);
-	}
-	json result = exchange("hello", params);
-	if (auth_)
-		auth_->establish(client_nonce, from_hex(result.value("nonce", "")));
-	return result;
+	return exchange("hello", {{"protocol", protocol_version}, {"host", local_host_}});
 }
 
 json RpcClient::call(std::string_view method, const json &params)
@@ -41,8 +30,7 @@ json RpcClient::exchange(std::string_view method, const json &params)
 		throw AgentError(ErrorCode::peer_unreachable, ECONNRESET, "connection unusable after an earlier error");
 	usable_ = false; // until the reply is read and checked
 	const std::uint64_t id = next_id_++;
-	const std::string body = dump_message({{"id", id}, {"method", method}, {"params", params}});
-	transport_.write(encode_frame(auth_ ? auth_->seal(body) : body));
+	transport_.write(encode_frame(dump_message({{"id", id}, {"method", method}, {"params", params}})));
 	std::optional<std::string> payload;
 	while (!(payload = decoder_.next(method == "hello" ? max_hello_payload : max_frame_payload))) {
 		const std::string bytes = transport_.read_some();
@@ -50,7 +38,7 @@ json RpcClient::exchange(std::string_view method, const json &params)
 			throw AgentError(ErrorCode::peer_unreachable, ECONNRESET, "connection closed by the other agent");
 		decoder_.feed(bytes);
 	}
-	const json reply = parse_json(auth_ ? auth_->open(*payload) : *payload);
+	const json reply = parse_json(*payload);
 	// A null id is an error about a message the other side could not read at all.
 	const json reply_id = reply.is_object() ? reply.value("id", json()) : json();
 	if (!reply.is_object() || (reply_id != id && !reply_id.is_null()))

@@ -61,7 +61,7 @@ AgentConfig parse_config(std::string_view text)
 		throw AgentError(ErrorCode::invalid_params, "config: not a JSON object");
 	for (const auto &[key, value] : config.items())
 		if (key != "host" && key != "listen" && key != "socket" && key != "state_dir" &&
-		    key != "cluster_key" && key != "lease_ms" && key != "peers" && key != "poll_ms" && key != "device" &&
+		    key != "pki" && key != "lease_ms" && key != "peers" && key != "poll_ms" && key != "device" &&
 		    key != "call_timeout_ms" && key != "bar_slot_bytes" && key != "bar_window_bytes")
 			throw AgentError(ErrorCode::invalid_params, "config: unknown key \"" + key + "\"");
 	AgentConfig result;
@@ -71,7 +71,7 @@ AgentConfig parse_config(std::string_view text)
 	result.listen = field(config, "listen", result.listen);
 	result.socket = field(config, "socket", result.socket);
 	result.state_dir = field<std::string>(config, "state_dir", result.state_dir);
-	result.cluster_key = field<std::string>(config, "cluster_key", result.cluster_key);
+	result.pki = field<std::string>(config, "pki", result.pki);
 	result.lease_ms = number(config, "lease_ms", result.lease_ms, min_lease_ms, max_lease_ms);
 	result.poll_ms = number(config, "poll_ms", result.poll_ms, 100, 3'600'000);
 	result.call_timeout_ms = number(config, "call_timeout_ms", result.call_timeout_ms, 100, 60'000);

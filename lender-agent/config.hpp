@@ -16,7 +16,7 @@ struct AgentConfig {
 	std::string listen = "0.0.0.0:7450";		// TCP for peer agents
 	std::string socket = "/run/farpass/agent.sock"; // Unix socket for farpassctl
 	std::filesystem::path state_dir = "/var/lib/farpass";
-	std::filesystem::path cluster_key = "/etc/farpass/cluster.key";
+	std::filesystem::path pki = "/etc/farpass/pki"; // cacert.pem, hostcert.pem, private/hostkey.pem (tls.hpp)
 	std::int64_t lease_ms = 10'000;
 	std::int64_t poll_ms = 5'000; // how often a borrower asks its lenders for their devices
 	std::int64_t call_timeout_ms = 1'500; // bound of one call to a peer (below the kernel's upcall timeout)

@@ -12,8 +12,8 @@
 
 namespace farpass::agent {
 
-// Who is calling: another agent that proved it holds the cluster key, or root on this host through the
-// CLI socket (SO_PEERCRED).
+// Who is calling: another agent, authenticated by its certificate from the cluster CA, or root on this
+// host through the CLI socket (SO_PEERCRED).
 enum class Principal { peer, local_admin };
 
 enum Access : unsigned {
@@ -24,7 +24,7 @@ enum Access : unsigned {
 
 struct CallContext {
 	Principal principal = Principal::local_admin;
-	std::string peer_host; // the host name from the caller's hello
+	std::string peer_host; // a peer: the host its certificate names (= its hello's); the CLI: its hello's
 };
 
 using Handler = std::function<nlohmann::json(const nlohmann::json &params, const CallContext &context)>;

@@ -16,7 +16,7 @@ constexpr int agent_timeout_ms = 10'000; // cluster.devices waits on every peer 
 nlohmann::json call_agent(const std::string &socket_path, std::string_view method, const nlohmann::json &params)
 {
 	SocketTransport transport = SocketTransport::connect_unix(socket_path, agent_timeout_ms);
-	RpcClient client(transport, "farpassctl", nullptr);
+	RpcClient client(transport, "farpassctl");
 	client.hello();
 	return client.call(method, params);
 }

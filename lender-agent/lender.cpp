@@ -1,6 +1,6 @@
 #include "lender.hpp"
 
-#include "auth.hpp"
+#include "tls.hpp"
 #include "errors.hpp"
 #include "fd.hpp"
 #include "protocol.hpp"
@@ -203,7 +203,7 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 		throw AgentError(ErrorCode::device_busy, pci_address + " is borrowed by " + device.lease->borrower);
 	if (!device.lease) {
 		map_bars(device, borrower, false);
-		device.lease = Lease{to_hex(random_bytes(8)), borrower, 0};
+		device.lease = Lease{random_hex(8), borrower, 0};
 		if (!device.data_path_ntb.empty())
 			set_bus_master(device, true);
 	}

@@ -28,9 +28,9 @@ AgentError timed_out(const PeerAddress &peer, std::string_view method, int timeo
 
 } // namespace
 
-PeerSessions::PeerSessions(PeerConnector connect, const Clock &clock, std::string local_host, const ClusterKey &key,
-			   int call_timeout_ms, LogSink log)
-	: connect_(std::move(connect)), clock_(clock), local_host_(std::move(local_host)), key_(key),
+PeerSessions::PeerSessions(PeerConnector connect, const Clock &clock, std::string local_host, int call_timeout_ms,
+			   LogSink log)
+	: connect_(std::move(connect)), clock_(clock), local_host_(std::move(local_host)),
 	  call_timeout_ms_(call_timeout_ms), log_(std::move(log))
 {
 }
@@ -45,7 +45,7 @@ void PeerSessions::open(const PeerAddress &peer, Peer &state, int timeout_ms)
 	try {
 		state.transport = connect_(peer, std::max(timeout_ms, 1));
 		state.transport->set_deadline(ms_left(started + std::chrono::milliseconds(timeout_ms)));
-		state.client = std::make_unique<RpcClient>(*state.transport, local_host_, &key_);
+		state.client = std::make_unique<RpcClient>(*state.transport, local_host_);
 		state.client->hello();
 	} catch (const AgentError &e) {
 		state.client.reset();

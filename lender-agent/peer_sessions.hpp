@@ -1,10 +1,9 @@
-// One authenticated session per peer agent, reused for every call to it (docs/agent-protocol.md,
-// "Peer sessions"): connected on the first call, hello + session key once, then request after request
-// with the session's sequence numbers. Every call is bounded by one deadline (connect, hello and the
+// One session per peer agent, reused for every call to it (docs/agent-protocol.md, "Peer sessions"):
+// connected (TLS handshake included: the connector's job) on the first call, hello once, then request
+// after request. Every call is bounded by one deadline (connect, hello and the
 // exchange together), shorter than the kernel's upcall timeout, so an upcall is always answered by us.
 #pragma once
 
-#include "auth.hpp"
 #include "client.hpp"
 #include "clock.hpp"
 #include "log.hpp"
@@ -22,7 +21,8 @@
 
 namespace farpass::agent {
 
-// Opens a stream to a peer within timeout_ms; throws AgentError(peer_unreachable or timed_out).
+// Opens a stream to a peer within timeout_ms, authenticated as peer.host (in the daemon: TCP + TLS);
+// throws AgentError (peer_unreachable, timed_out, authentication_failed).
 using PeerConnector = std::function<std::unique_ptr<Transport>(const PeerAddress &peer, int timeout_ms)>;
 
 class PeerSessions {
@@ -30,8 +30,7 @@ public:
 	static constexpr std::int64_t first_backoff_ms = 250;
 	static constexpr std::int64_t max_backoff_ms = 2000;
 
-	PeerSessions(PeerConnector connect, const Clock &clock, std::string local_host, const ClusterKey &key,
-		     int call_timeout_ms, LogSink log);
+	PeerSessions(PeerConnector connect, const Clock &clock, std::string local_host, int call_timeout_ms, LogSink log);
 
 	// The result of method on peer, or AgentError: the peer's error reply (the session stays open),
 	// timed_out (ETIMEDOUT) past call_timeout_ms, peer_unreachable (EHOSTUNREACH or the socket's errno)
@@ -59,7 +58,6 @@ private:
 	PeerConnector connect_;
 	const Clock &clock_;
 	std::string local_host_;
-	const ClusterKey &key_;
 	int call_timeout_ms_;
 	LogSink log_;
 	std::map<std::string, Peer> peers_; // by host

@@ -12,7 +12,6 @@ namespace {
 const ParamSchema hello_schema = {
 	{"protocol", ParamType::unsigned_integer},
 	{"host", ParamType::string},
-	{"nonce", ParamType::string, false},
 };
 
 } // namespace
@@ -20,19 +19,41 @@ const ParamSchema hello_schema = {
 Session::Session(const Dispatcher &dispatcher, SessionConfig config, LogSink log)
 	: dispatcher_(dispatcher), config_(std::move(config)), log_(std::move(log))
 {
-	if (config_.principal == Principal::peer) {
-		if (!config_.key)
-			throw AgentError(ErrorCode::internal_error, "a peer session needs the cluster key");
-		auth_.emplace(*config_.key, Role::server);
-	}
 	context_.principal = config_.principal;
+	if (config_.principal != Principal::peer)
+		return;
+	if (config_.tls)
+		tls_ = std::make_unique<TlsChannel>(*config_.tls, TlsChannel::Side::server);
+	else if (config_.authenticated_host.empty())
+		throw AgentError(ErrorCode::internal_error, "a peer session needs TLS or an authenticated host");
+	context_.peer_host = config_.authenticated_host;
 }
 
 std::string Session::receive(std::string_view bytes)
 {
-	std::string out;
 	if (closed_)
-		return out;
+		return {};
+	if (!tls_)
+		return receive_plaintext(bytes);
+	try {
+		tls_->receive(bytes);
+		if (tls_->established() && context_.peer_host.empty()) {
+			context_.peer_host = tls_->peer_host();
+			log_(LogLevel::info, config_.peer_label + ": TLS with the certificate of " + context_.peer_host);
+		}
+		tls_->send(receive_plaintext(tls_->take_plaintext()));
+		if (tls_->peer_closed())
+			end_of_stream();
+	} catch (const AgentError &e) {
+		// No reply, only TLS's alert: the peer has not shown a certificate of the cluster.
+		close(LogLevel::warning, std::string("rejected: ") + e.what());
+	}
+	return tls_->take_ciphertext();
+}
+
+std::string Session::receive_plaintext(std::string_view bytes)
+{
+	std::string out;
 	decoder_.feed(bytes);
 	try {
 		while (!closed_) {
@@ -58,23 +79,17 @@ void Session::end_of_stream()
 		close(LogLevel::info, "connection closed");
 }
 
+void Session::cut(const std::string &why)
+{
+	if (!closed_)
+		close(LogLevel::warning, why);
+}
+
 std::string Session::handle_payload(std::string_view payload)
 {
-	std::string body;
-	if (auth_) {
-		try {
-			body = auth_->open(payload);
-		} catch (const AgentError &e) {
-			// No reply: the sender has not shown it holds the key.
-			close(LogLevel::warning, std::string("rejected: ") + e.what());
-			return {};
-		}
-	} else {
-		body = payload;
-	}
 	if (!greeted_)
-		return handshake(body);
-	const json reply = dispatcher_.handle(body, context_);
+		return handshake(payload);
+	const json reply = dispatcher_.handle(payload, context_);
 	if (const auto error = reply.find("error"); error != reply.end())
 		log_(LogLevel::info, config_.peer_label + ": request failed: " + dump_message(*error));
 	return send(reply);
@@ -93,20 +108,14 @@ std::string Session::handshake(std::string_view body)
 			throw AgentError(ErrorCode::version_mismatch, "protocol version " + std::to_string(version) +
 									      " is not supported; this agent speaks " +
 									      std::to_string(protocol_version));
-		json result = {{"protocol", protocol_version}, {"host", config_.local_host}};
-		std::string client_nonce, server_nonce;
-		if (auth_) {
-			client_nonce = from_hex(request.params.value("nonce", ""));
-			if (client_nonce.size() != nonce_size)
-				throw AgentError(ErrorCode::invalid_params,
-						 "hello needs a " + std::to_string(nonce_size) + "-byte hex nonce");
-			server_nonce = random_bytes(nonce_size);
-			result["nonce"] = to_hex(server_nonce);
-		}
-		context_.peer_host = request.params.at("host");
-		std::string out = send(result_reply(id, result));
-		if (auth_)
-			auth_->establish(client_nonce, server_nonce);
+		const std::string host = request.params.at("host");
+		// A peer is the host its certificate names, whatever its hello says.
+		if (config_.principal == Principal::peer && host != context_.peer_host)
+			throw AgentError(ErrorCode::permission_denied, "hello names host \"" + host +
+									       "\", but the peer's certificate is for \"" +
+									       context_.peer_host + "\"");
+		context_.peer_host = host;
+		std::string out = send(result_reply(id, {{"protocol", protocol_version}, {"host", config_.local_host}}));
 		greeted_ = true;
 		log_(LogLevel::info, config_.peer_label + ": hello from " + context_.peer_host);
 		return out;
@@ -119,8 +128,7 @@ std::string Session::handshake(std::string_view body)
 
 std::string Session::send(const json &message)
 {
-	const std::string body = dump_message(message);
-	return encode_frame(auth_ ? auth_->seal(body) : body);
+	return encode_frame(dump_message(message));
 }
 
 void Session::close(LogLevel level, const std::string &why)

@@ -1,16 +1,17 @@
 // One connection on the agent's side, independent of any I/O: bytes in, bytes out.
 //
-// The first message must be hello with this agent's protocol version; a peer connection is authenticated
-// from that hello on (auth.hpp). Errors of a request are replied to and the session goes on; errors that
-// leave the stream unusable (oversized frame, failed authentication, failed hello) close it.
+// A peer connection is TLS (tls.hpp): the peer's certificate names its host before any message is read.
+// The first message must be hello with this agent's protocol version and, from a peer, the host its
+// certificate names. Errors of a request are replied to and the session goes on; errors that leave the
+// stream unusable (oversized frame, failed TLS handshake, failed hello) close it.
 #pragma once
 
-#include "auth.hpp"
 #include "dispatcher.hpp"
 #include "framing.hpp"
 #include "log.hpp"
+#include "tls.hpp"
 
-#include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -19,8 +20,11 @@ namespace farpass::agent {
 struct SessionConfig {
 	Principal principal = Principal::local_admin;
 	std::string local_host;
-	std::string peer_label;		    // for log lines, e.g. "10.0.0.2:41234" or "cli pid 1234"
-	const ClusterKey *key = nullptr; // required for peer sessions
+	std::string peer_label; // for log lines, e.g. "10.0.0.2:41234" or "cli pid 1234"
+	// A peer session authenticates its peer with TLS under this context. Unit tests and the fuzzer, which
+	// bypass TLS, give instead the host the peer has already proved (one of the two is required).
+	const TlsContext *tls = nullptr;
+	std::string authenticated_host = {};
 };
 
 class Session {
@@ -32,11 +36,16 @@ public:
 	// The other side closed its end.
 	void end_of_stream();
 
+	// Closes the session for @why (logged), e.g. a deadline the server enforces.
+	void cut(const std::string &why);
+
 	bool closed() const { return closed_; }
-	// True while an unfinished message is buffered (a stalled sender is cut off by the daemon).
-	bool mid_message() const { return decoder_.mid_frame(); }
+	bool greeted() const { return greeted_; }
+	// True while an unfinished message (or TLS record) is buffered (a stalled sender is cut off).
+	bool mid_message() const { return decoder_.mid_frame() || (tls_ && tls_->mid_record()); }
 
 private:
+	std::string receive_plaintext(std::string_view bytes);
 	std::string handle_payload(std::string_view payload);
 	std::string handshake(std::string_view body);
 	std::string send(const nlohmann::json &message);
@@ -46,7 +55,7 @@ private:
 	SessionConfig config_;
 	LogSink log_;
 	FrameDecoder decoder_;
-	std::optional<SessionAuth> auth_;
+	std::unique_ptr<TlsChannel> tls_;
 	CallContext context_;
 	bool greeted_ = false;
 	bool closed_ = false;

@@ -1,14 +1,15 @@
 # shellcheck shell=bash
 # Helpers for the check-agent rig tests (sourced after tests/rig/rig.sh, ntb-lib.sh and
-# tests/kernel/kernel-lib.sh): one farpass-agent per L1, its config and the cluster key written by the
-# test into $RIGDIR/<vm>/ (shared into the VM at the same path), farpassctl and the tests-only peer
-# client fp-peer run in the VMs from the meson build directory (the L1s see it at the same path).
+# tests/kernel/kernel-lib.sh): one farpass-agent per L1, its config and its TLS credentials (a CA made
+# per run, tests/make-pki.sh) written by the test into $RIGDIR/<vm>/ (shared into the VM at the same
+# path), farpassctl and the tests-only peer client fp-peer run in the VMs from the meson build directory
+# (the L1s see it at the same path).
 #
-#   ag_key [--bad VM]           cluster key for every VM (VM gets a different one)
-#   ag_config VM JSON-FRAGMENT  agent.conf for VM: host, listen, socket, state, key + the fragment
+#   ag_pki                      a new cluster CA, and each VM's certificate in $RIGDIR/<vm>/pki
+#   ag_config VM JSON-FRAGMENT  agent.conf for VM: host, listen, socket, state, pki + the fragment
 #   ag_start VM / ag_stop VM    start (and wait until farpassctl answers) / SIGTERM and wait
 #   ag_ctl VM ARGS...           farpassctl in VM
-#   ag_peer VM ARGS...          fp-peer in VM as host VM with VM's key, towards the lender's agent
+#   ag_peer VM ARGS...          fp-peer in VM as host VM with VM's certificate, towards the lender's agent
 #   ag_log VM                   the agent's log (stderr with <N> priority prefixes)
 
 FP_AGENT=$FARPASS_BUILD/lender-agent/farpass-agent
@@ -27,21 +28,13 @@ ag_check_built() {
 	done
 }
 
-_ag_new_key() {
-	(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1")
-}
-
-# ag_key [--bad VM]: the cluster key in $RIGDIR/<vm>/cluster.key (0600) for every VM of the rig.
-ag_key() {
-	local bad=${2:-} vm
-	_ag_new_key "$RIGDIR/cluster.key"
+# ag_pki: a new cluster CA in $RIGDIR/ca, and for every VM of the rig its credentials from it in
+# $RIGDIR/<vm>/pki (the layout farpass-agent reads: cacert.pem, hostcert.pem, private/hostkey.pem).
+ag_pki() {
+	local vm
+	"$FARPASS_TOP/tests/make-pki.sh" ca "$RIGDIR/ca"
 	for vm in "${RIG_VMS[@]}"; do
-		mkdir -p "$RIGDIR/$vm"
-		if [ "$vm" = "$bad" ]; then
-			_ag_new_key "$RIGDIR/$vm/cluster.key"
-		else
-			install -m 0600 "$RIGDIR/cluster.key" "$RIGDIR/$vm/cluster.key"
-		fi
+		"$FARPASS_TOP/tests/make-pki.sh" host "$RIGDIR/ca" "$RIGDIR/$vm/pki" "$vm"
 	done
 }
 
@@ -55,7 +48,7 @@ ag_config() {
 	"listen": "$(rig_vm_ip "$vm"):$AG_PORT",
 	"socket": "/run/farpass/agent.sock",
 	"state_dir": "/var/lib/farpass",
-	"cluster_key": "$dir/cluster.key"
+	"pki": "$dir/pki"
 	$extra
 }
 EOF
@@ -91,7 +84,7 @@ ag_ctl() {
 ag_peer() {
 	local vm=$1
 	shift
-	rig_run "$vm" --timeout 60 -- "$FP_PEER --key $RIGDIR/$vm/cluster.key --host $vm --address $(rig_vm_ip lender):$AG_PORT $*"
+	rig_run "$vm" --timeout 60 -- "$FP_PEER --pki $RIGDIR/$vm/pki --host $vm --lender lender --address $(rig_vm_ip lender):$AG_PORT $*"
 }
 
 ag_log() { tr -d '\r' <"$RIGDIR/$1/agent.log"; }
@@ -123,7 +116,7 @@ ag_lender_up() {
 ag_remote_mdev() {
 	local vm=$1 uuid=$2 ntb
 	ntb=$(ntb_pci "$vm")
-	ag_key
+	ag_pki
 	fp_load lender
 	fp_load "$vm"
 	ag_lender_up ", ${3:+$3, }\"peers\": [$(ag_peer_entry "$vm" "$(ntb_pci lender)")]"

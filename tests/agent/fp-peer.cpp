@@ -1,15 +1,18 @@
-// fp-peer: a tests-only peer client. It speaks the authenticated agent protocol (docs/agent-protocol.md)
-// as another host's agent would, so rig tests can act as a borrower without a kernel trigger.
+// fp-peer: a tests-only peer client. It speaks the agent protocol (docs/agent-protocol.md) over TLS as
+// another host's agent would, so rig tests can act as a borrower without a kernel trigger.
 //
-//   fp-peer --key FILE --host NAME --address HOST:PORT call METHOD [PARAMS-JSON]
+//   fp-peer OPTIONS call METHOD [PARAMS-JSON]
 //       one call; prints the result (or {"error": {...}}) as one JSON line; exit 0, or 1 on an error
-//   fp-peer --key FILE --host NAME --address HOST:PORT hold PCI
+//   fp-peer OPTIONS hold PCI
 //       lease.acquire, print the result, then lease.renew every lease_ms / 3 until killed (the
 //       heartbeat of a borrower); an unreachable lender is retried after 1 s, any error answer ends
 //       it (exit 1)
-#include "auth.hpp"
+// OPTIONS: --pki DIR --host NAME --lender NAME --address HOST:PORT [--claim NAME]: this host's pki
+// directory (its certificate names NAME), the lender's host name (its certificate must name it) and
+// address; --claim sends another host name in hello than the certificate's (to see it refused).
 #include "client.hpp"
 #include "errors.hpp"
+#include "tls.hpp"
 #include "transport.hpp"
 
 #include <unistd.h>
@@ -23,19 +26,23 @@ using nlohmann::json;
 
 namespace {
 
-json call(const ClusterKey &key, const std::string &host, const std::string &address, const std::string &method,
-	  const json &params)
+struct Peer {
+	std::string pki, host, lender, address, claim;
+};
+
+json call(const TlsContext &tls, const Peer &peer, const std::string &method, const json &params)
 {
-	SocketTransport transport = SocketTransport::connect_tcp(address, 5000);
-	RpcClient client(transport, host, &key);
+	auto socket = std::make_unique<SocketTransport>(SocketTransport::connect_tcp(peer.address, 5000));
+	TlsTransport transport(tls, std::move(socket), peer.lender);
+	RpcClient client(transport, peer.claim);
 	client.hello();
 	return client.call(method, params);
 }
 
 int usage()
 {
-	std::cerr << "usage: fp-peer --key FILE --host NAME --address HOST:PORT call METHOD [PARAMS-JSON]\n"
-		     "       fp-peer --key FILE --host NAME --address HOST:PORT hold PCI\n";
+	std::cerr << "usage: fp-peer --pki DIR --host NAME --lender NAME --address HOST:PORT [--claim NAME] call METHOD [PARAMS-JSON]\n"
+		     "       fp-peer --pki DIR --host NAME --lender NAME --address HOST:PORT [--claim NAME] hold PCI\n";
 	return 2;
 }
 
@@ -43,39 +50,45 @@ int usage()
 
 int main(int argc, char **argv)
 {
-	std::string key_file, host, address;
+	Peer peer;
 	int i = 1;
 	for (; i + 1 < argc && std::string(argv[i]).rfind("--", 0) == 0; i += 2) {
 		const std::string option = argv[i];
-		if (option == "--key")
-			key_file = argv[i + 1];
+		if (option == "--pki")
+			peer.pki = argv[i + 1];
 		else if (option == "--host")
-			host = argv[i + 1];
+			peer.host = argv[i + 1];
+		else if (option == "--lender")
+			peer.lender = argv[i + 1];
 		else if (option == "--address")
-			address = argv[i + 1];
+			peer.address = argv[i + 1];
+		else if (option == "--claim")
+			peer.claim = argv[i + 1];
 		else
 			return usage();
 	}
-	if (key_file.empty() || host.empty() || address.empty() || i >= argc)
+	if (peer.pki.empty() || peer.host.empty() || peer.lender.empty() || peer.address.empty() || i >= argc)
 		return usage();
+	if (peer.claim.empty())
+		peer.claim = peer.host;
 	const std::string command = argv[i++];
 	try {
-		const ClusterKey key = ClusterKey::load(key_file);
+		const TlsContext tls(peer.pki, peer.host);
 		if (command == "call" && i < argc) {
 			const std::string method = argv[i++];
 			const json params = i < argc ? json::parse(argv[i]) : json::object();
-			std::cout << call(key, host, address, method, params).dump() << std::endl;
+			std::cout << call(tls, peer, method, params).dump() << std::endl;
 			return 0;
 		}
 		if (command == "hold" && i < argc) {
 			const std::string pci = argv[i];
-			const json lease = call(key, host, address, "lease.acquire", {{"pci", pci}});
+			const json lease = call(tls, peer, "lease.acquire", {{"pci", pci}});
 			std::cout << lease.dump() << std::endl;
 			const auto period = std::chrono::milliseconds(lease.at("lease_ms").get<std::int64_t>() / 3);
 			for (auto wait = period;; ) {
 				std::this_thread::sleep_for(wait);
 				try {
-					const json renewed = call(key, host, address, "lease.renew",
+					const json renewed = call(tls, peer, "lease.renew",
 								  {{"pci", pci}, {"lease", lease.at("lease")}});
 					std::cout << "renewed " << renewed.dump() << std::endl;
 					wait = period;

@@ -2,7 +2,9 @@
 # Ownership and leases, lender and two borrowers (tests-only peer clients, fp-peer, acting as their
 # agents: acquire, then heartbeat):
 #  (c) borrower1 holds a lease on the lender's NVMe; borrower2's lease.acquire gets EBUSY (code 11,
-#      errno 16) naming borrower1; the lender's list and borrows show borrower1;
+#      errno 16) naming borrower1; borrower2 cannot renew or release borrower1's lease with its id
+#      (ENOENT), nor claim to be borrower1 in hello (its certificate names borrower2: EACCES); the
+#      lender's list and borrows show borrower1;
 #  (e) restarting the lender's agent keeps the lease and the vfio-pci binding (state dir);
 #  (d) borrower1 dies (its VM is killed): within lease time + slack the lender expires the lease,
 #      resets the device (logged) and shows it free; the NVMe is still on vfio-pci and usable: borrower2
@@ -16,11 +18,11 @@ ag_check_built
 LEASE_MS=6000
 
 RIG_NO_NTB=1 rig_up --borrowers 2 --borrower-mem 1024 --lender-mem 1024
-ag_key
+ag_pki
 ag_lender_up ", \"lease_ms\": $LEASE_MS, \"peers\": [$(ag_peer_entry borrower1), $(ag_peer_entry borrower2)]"
 
 echo "# (c) one borrower at a time"
-rig_run borrower1 -- "setsid $FP_PEER --key $RIGDIR/borrower1/cluster.key --host borrower1 \
+rig_run borrower1 -- "setsid $FP_PEER --pki $RIGDIR/borrower1/pki --host borrower1 --lender lender \
 	--address $(rig_vm_ip lender):$AG_PORT hold $LENDER_NVME </dev/null >$RIGDIR/borrower1/hold.log 2>&1 &"
 expect "borrower1 acquires a lease" ntb_wait borrower1 20 "grep -q '\"lease_ms\":$LEASE_MS' $RIGDIR/borrower1/hold.log"
 head -c 300 "$RIGDIR/borrower1/hold.log"
@@ -33,6 +35,21 @@ echo "$out"
 expect_eq "borrower2's acquire fails" "$rc" 1
 expect_eq "... with EBUSY naming borrower1" "$(jq -c .error <<<"$out")" \
 	"{\"code\":11,\"errno\":16,\"message\":\"$LENDER_NVME is borrowed by borrower1\"}"
+lease1=$(head -1 "$RIGDIR/borrower1/hold.log" | jq -r .lease)
+for method in lease.renew lease.release; do
+	set +e
+	out=$(ag_peer borrower2 call $method "'{\"pci\": \"$LENDER_NVME\", \"lease\": \"$lease1\"}'")
+	set -e
+	echo "$out"
+	expect_eq "borrower2's $method of borrower1's lease: ENOENT, no lease of borrower2" "$(jq -c .error <<<"$out")" \
+		"{\"code\":12,\"errno\":2,\"message\":\"no live lease $lease1 of borrower2 on $LENDER_NVME\"}"
+done
+set +e
+out=$(ag_peer borrower2 --claim borrower1 call lease.acquire "'{\"pci\": \"$LENDER_NVME\"}'")
+set -e
+echo "$out"
+expect_eq "borrower2 claiming to be borrower1: EACCES" "$(jq -r '.error | "\(.code) \(.errno) \(.message)"' <<<"$out")" \
+	'6 13 hello names host "borrower1", but the peer'"'"'s certificate is for "borrower2"'
 expect_eq "lender: list shows borrower1" "$(ag_ctl lender --json list | jq -r '.devices[0].borrower')" borrower1
 ag_ctl lender borrows
 expect "borrower1's heartbeat keeps the lease past its lease time" \
@@ -65,11 +82,16 @@ expect_eq "... and the borrowers as unreachable, without wedging the lender's ag
 	"$(jq -r '[.unreachable[].host] | join(" ")' <<<"$json")" "borrower1 borrower2"
 expect_eq "lender: the NVMe is still bound to vfio-pci" \
 	"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$LENDER_NVME/driver)")" vfio-pci
-out=$(ag_peer borrower2 call lease.acquire "'{\"pci\": \"$LENDER_NVME\"}'")
-expect "borrower2 can borrow it now" jq -e '.lease' <<<"$out"
-lease=$(jq -r .lease <<<"$out")
+# Held with a heartbeat: each call is a TLS handshake in a TCG guest, and three in a row can outlast
+# the lease under load.
+rig_run borrower2 -- "setsid $FP_PEER --pki $RIGDIR/borrower2/pki --host borrower2 --lender lender \
+	--address $(rig_vm_ip lender):$AG_PORT hold $LENDER_NVME </dev/null >$RIGDIR/borrower2/hold.log 2>&1 &
+echo \$! >$RIGDIR/borrower2/hold.pid"
+expect "borrower2 can borrow it now" ntb_wait borrower2 20 "grep -q '\"lease_ms\":$LEASE_MS' $RIGDIR/borrower2/hold.log"
+lease=$(head -1 "$RIGDIR/borrower2/hold.log" | jq -r .lease)
 vendor=$(ag_peer borrower2 call device.read_config \
 	"'{\"pci\": \"$LENDER_NVME\", \"lease\": \"$lease\", \"offset\": 0, \"width\": 4}'" | jq -r .value)
 expect_eq "... and read its IDs through the lender's VFIO (1b36:0010)" "$(printf '%08x' "$vendor")" 00101b36
+rig_run borrower2 -- "kill \$(cat $RIGDIR/borrower2/hold.pid)"
 expect "borrower2 gives it back" ag_peer borrower2 call lease.release "'{\"pci\": \"$LENDER_NVME\", \"lease\": \"$lease\"}'"
 expect "lender: the agent is still running" rig_run lender -- "kill -0 \$(cat $RIGDIR/lender/agent.pid)"

@@ -6,7 +6,7 @@
 #      NVMe; a VFIO user of an instance (farpass-client vfio-cfg, as QEMU) gets the real NVMe's config
 #      space, borrows it (bus master) and resets it, all through the agents' upcall service;
 #      unlend withdraws the type again;
-#  (b) a peer with the wrong cluster key is rejected (no answer) and the lender logs it;
+#  (b) a peer whose certificate is from another CA is refused by TLS (no answer) and the lender logs it;
 #  (c) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -19,7 +19,7 @@ rig_up --borrowers 1
 B=borrower1
 NTB=$(ntb_pci $B)
 TYPES=/sys/class/mdev_bus/$NTB/mdev_supported_types
-ag_key
+ag_pki
 fp_load $B
 
 echo "# (a) lend, list, announce"
@@ -70,19 +70,22 @@ expect "$B: ... the type is gone" ntb_wait $B 10 "! test -e $TYPES/$T"
 expect "lender: lend it again" ag_ctl lender lend $LENDER_NVME
 expect "$B: ... announced again, under the same id" ntb_wait $B 20 "test -d $TYPES/$T"
 
-echo "# (b) the wrong cluster key"
-install -m 0600 /dev/null "$RIGDIR/$B/wrong.key"
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RIGDIR/$B/wrong.key"
+echo "# (b) a certificate from another CA"
+"$FARPASS_TOP/tests/make-pki.sh" ca "$RIGDIR/other-ca"
+"$FARPASS_TOP/tests/make-pki.sh" host "$RIGDIR/other-ca" "$RIGDIR/$B/intruder-pki" $B
+# It trusts the cluster's CA too, so it gets as far as showing its own certificate to the lender.
+cat "$RIGDIR/ca/cacert.pem" >>"$RIGDIR/$B/intruder-pki/cacert.pem"
 set +e
-out=$(rig_run $B --timeout 60 -- "$FP_PEER --key $RIGDIR/$B/wrong.key --host intruder --address $(rig_vm_ip lender):$AG_PORT call device.list")
+out=$(rig_run $B --timeout 60 -- "$FP_PEER --pki $RIGDIR/$B/intruder-pki --host $B --lender lender \
+	--address $(rig_vm_ip lender):$AG_PORT call device.list")
 rc=$?
 set -e
 echo "$out"
-expect_eq "a peer with the wrong key gets no answer (exit 1, connection closed)" "$rc" 1
-expect "... it is not told anything but the closed connection" grep -q "connection closed by the other agent" <<<"$out"
+expect_eq "a peer with another CA's certificate gets no answer (exit 1)" "$rc" 1
+expect "... only TLS's alert" grep -q '"message":"TLS: tlsv1 alert unknown ca"' <<<"$out"
 expect "lender: the rejection is logged with the peer's address" \
-	ag_wait_log lender 10 "10\.99\.0\.2:[0-9]+: rejected: .*closing"
+	ag_wait_log lender 10 "10\.99\.0\.2:[0-9]+: rejected: certificate refused: .*not issued by this cluster's CA.*closing"
 ag_log lender | grep rejected
-expect "the right key still works" ag_peer $B call device.list
+expect "the cluster's certificate still works" ag_peer $B call device.list
 expect "lender: no crash" rig_run lender -- "kill -0 \$(cat $RIGDIR/lender/agent.pid)"
 expect_klog_clean $B

@@ -37,7 +37,7 @@ CONSOLE=/var/log/libvirt/qemu/g-console.log
 
 lv_step "rig: a lender and two borrowers (TCG L1 VMs, emulated NTBs), agents, libvirtd on the borrowers"
 rig_up --borrowers 2 --l1-root rootfs --lender-mem 1536 --borrower-mem 2048
-ag_key
+ag_pki
 fp_load lender
 ag_lender_up ", \"peers\": [$(ag_peer_entry $B1 "$(ntb_pci lender 1)"), $(ag_peer_entry $B2 "$(ntb_pci lender 2)")]"
 for b in $B1 $B2; do

@@ -22,7 +22,7 @@ ag_check_built && fp_check_built
 rig_up --borrowers 2 --l1-root rootfs --lender-mem 1536 --borrower-mem 2048
 B2=borrower2
 NTB=$(ntb_pci $B2)
-ag_key
+ag_pki
 ag_lender_up ", \"lease_ms\": 60000, \"peers\": [$(ag_peer_entry borrower1), $(ag_peer_entry $B2)]"
 for b in borrower1 $B2; do
 	lv_host_up "$b" ", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$NTB")]"

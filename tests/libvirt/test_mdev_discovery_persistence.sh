@@ -19,7 +19,7 @@ rig_up --borrowers 1 --l1-root rootfs --borrower-mem 2048
 B=borrower1
 NTB=$(ntb_pci $B)
 PARENT=pci_$(tr ':.' '__' <<<"$NTB")
-ag_key
+ag_pki
 ag_lender_up ", \"peers\": [$(ag_peer_entry $B)]"
 B_CONF=", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$NTB")]"
 lv_host_up $B "$B_CONF"

@@ -364,7 +364,6 @@ private:
 inline constexpr const char *nvme_address = "0000:01:00.0";
 inline constexpr const char *nic_address = "0000:02:00.0";
 inline constexpr const char *lender_ntb = "0000:00:0b.0"; // the lender's NTB towards borrower-b
-inline const std::string test_key_secret = "0123456789abcdef0123456789abcdef";
 
 // A whole agent core on fakes: host "lender-a" with an NVMe (bound to nvme) and a NIC (unbound).
 struct AgentFixture {

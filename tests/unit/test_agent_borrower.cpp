@@ -16,7 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-const ClusterKey key(test_key_secret);
 constexpr const char *ntb = "0000:00:0a.0";
 
 // Host "borrower-b" borrows from lender-a (an AgentFixture lending its NVMe) over NTB 0000:00:0a.0.
@@ -36,10 +35,10 @@ struct BorrowerFixture {
 				if (lender_down)
 					throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
 							 "connecting to " + peer.address + ": No route to host");
-				Session session(*lender.dispatcher, {Principal::peer, "lender-a", peer.address, &key},
+				Session session(*lender.dispatcher, {Principal::peer, "lender-a", peer.address, nullptr, host},
 						[](LogLevel, const std::string &) {});
 				LoopbackTransport pipe(session);
-				RpcClient client(pipe, host, &key);
+				RpcClient client(pipe, host);
 				client.hello();
 				json result = client.call(method, params);
 				if (tamper_reply)

@@ -28,14 +28,14 @@ TEST_CASE("a full config file with comments is read")
 	const AgentConfig config = parse_config(R"({
 		// this host
 		"host": "lender-a", "listen": "10.0.0.1:7450", "socket": "/tmp/a.sock",
-		"state_dir": "/tmp/state", "cluster_key": "/tmp/key", "lease_ms": 5000,
+		"state_dir": "/tmp/state", "pki": "/tmp/pki", "lease_ms": 5000,
 		"peers": [{"host": "lender-b", "address": "10.0.0.2:7450"}]
 	})");
 	CHECK(config.host == "lender-a");
 	CHECK(config.listen == "10.0.0.1:7450");
 	CHECK(config.socket == "/tmp/a.sock");
 	CHECK(config.state_dir == "/tmp/state");
-	CHECK(config.cluster_key == "/tmp/key");
+	CHECK(config.pki == "/tmp/pki");
 	CHECK(config.lease_ms == 5000);
 	REQUIRE(config.peers.size() == 1);
 	CHECK(config.peers[0].host == "lender-b");
@@ -49,7 +49,7 @@ TEST_CASE("an empty config takes the documented defaults and the machine's host 
 	CHECK(config.listen == "0.0.0.0:7450");
 	CHECK(config.socket == "/run/farpass/agent.sock");
 	CHECK(config.state_dir == "/var/lib/farpass");
-	CHECK(config.cluster_key == "/etc/farpass/cluster.key");
+	CHECK(config.pki == "/etc/farpass/pki");
 	CHECK(config.lease_ms == 10'000);
 	CHECK(config.peers.empty());
 }

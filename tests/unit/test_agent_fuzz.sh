@@ -25,7 +25,7 @@ if [ "$(cat "$fuzzer.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$fuzzer" ]; t
 	nice clang++ -std=c++20 -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-I"$top/lender-agent" -I"$top/tests/unit" -I"$top/include" \
-		"$top/tests/fuzz/fuzz_agent_dispatch.cpp" "${sources[@]}" -lcrypto -o "$fuzzer"
+		"$top/tests/fuzz/fuzz_agent_dispatch.cpp" "${sources[@]}" -lssl -lcrypto -o "$fuzzer"
 	echo "$stamp" >"$fuzzer.stamp"
 fi
 

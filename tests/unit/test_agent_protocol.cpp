@@ -486,7 +486,7 @@ TEST_CASE("the client performs hello, calls methods and turns error replies into
 	AgentFixture agent;
 	LoggedSession s(agent);
 	LoopbackTransport pipe(s.session);
-	RpcClient client(pipe, "cli", nullptr);
+	RpcClient client(pipe, "cli");
 	CHECK(client.hello()["host"] == "lender-a");
 	CHECK(client.call("device.lend", {{"pci", nvme_address}})["pci"] == nvme_address);
 	try {
@@ -504,7 +504,7 @@ TEST_CASE("the client reports a connection that closes without an answer")
 	AgentFixture agent;
 	LoggedSession s(agent);
 	LoopbackTransport pipe(s.session);
-	RpcClient client(pipe, "cli", nullptr);
+	RpcClient client(pipe, "cli");
 	s.session.end_of_stream();
 	try {
 		client.hello();

@@ -22,7 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-const ClusterKey key(test_key_secret);
 const PeerAddress lender_a{"lender-a", "10.0.0.1:7450", "0000:00:0a.0"};
 
 // Counts the hellos a client sends (each one is a new handshake) on top of a loopback pipe.
@@ -53,11 +52,11 @@ struct SessionsFixture {
 					  throw AgentError(ErrorCode::peer_unreachable, ECONNREFUSED,
 							   "connecting to " + peer.address + ": Connection refused");
 				  servers.push_back(std::make_unique<Session>(
-					  *lender.dispatcher, SessionConfig{Principal::peer, "lender-a", "10.0.0.2:1", &key},
+					  *lender.dispatcher, SessionConfig{Principal::peer, "lender-a", "10.0.0.2:1", nullptr, "borrower-b"},
 					  [](LogLevel, const std::string &) {}));
 				  return std::make_unique<CountingTransport>(*servers.back(), hellos);
 			  },
-			  clock, "borrower-b", key, call_timeout_ms, [this](LogLevel, const std::string &line) { log.push_back(line); })
+			  clock, "borrower-b", call_timeout_ms, [this](LogLevel, const std::string &line) { log.push_back(line); })
 	{
 		lender.lender->lend(nvme_address);
 	}
@@ -178,7 +177,7 @@ struct SilentLender {
 		server_fd = fds[1];
 		lender.lender->lend(nvme_address);
 		server = std::thread([this] {
-			Session session(*lender.dispatcher, SessionConfig{Principal::peer, "lender-a", "socketpair", &key},
+			Session session(*lender.dispatcher, SessionConfig{Principal::peer, "lender-a", "socketpair", nullptr, "borrower-b"},
 					[](LogLevel, const std::string &) {});
 			char buffer[65536];
 			while (!stop) {
@@ -236,7 +235,7 @@ TEST_CASE("a call past its deadline fails with ETIMEDOUT without blocking longer
 	SUBCASE("the lender never answers the hello")
 	{
 		SilentLender silent(0);
-		PeerSessions sessions([&](const PeerAddress &, int) { return silent.connect(); }, clock, "borrower-b", key, 300,
+		PeerSessions sessions([&](const PeerAddress &, int) { return silent.connect(); }, clock, "borrower-b", 300,
 				      [&](LogLevel, const std::string &line) { log.push_back(line); });
 		int error_number = 0;
 		const auto [code, took] = timed_call(sessions, &error_number);
@@ -255,7 +254,7 @@ TEST_CASE("a call past its deadline fails with ETIMEDOUT without blocking longer
 				connects++;
 				return silent.connect();
 			},
-			clock, "borrower-b", key, 300, [&](LogLevel, const std::string &line) { log.push_back(line); });
+			clock, "borrower-b", 300, [&](LogLevel, const std::string &line) { log.push_back(line); });
 		CHECK(sessions.call(lender_a, "device.list", json::object())["devices"].size() == 1);
 		int error_number = 0;
 		const auto [code, took] = timed_call(sessions, &error_number);

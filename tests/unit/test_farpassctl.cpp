@@ -19,7 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-const ClusterKey key(test_key_secret);
 const fs::path golden_dir = fs::path(FARPASS_SOURCE_ROOT) / "tests/golden/farpassctl";
 
 // Host lender-a (the CLI's agent) lends an NVMe and a NIC, the NIC borrowed by borrower-b; peer lender-b
@@ -38,10 +37,10 @@ struct Cluster {
 			if (peer.host != "lender-b")
 				throw AgentError(ErrorCode::peer_unreachable, ECONNREFUSED,
 						 "connecting to " + peer.address + ": Connection refused");
-			Session session(*lender_b.dispatcher, {Principal::peer, "lender-b", peer.address, &key},
+			Session session(*lender_b.dispatcher, {Principal::peer, "lender-b", peer.address, nullptr, "lender-a"},
 					[](LogLevel, const std::string &) {});
 			LoopbackTransport pipe(session);
-			RpcClient client(pipe, "lender-a", &key);
+			RpcClient client(pipe, "lender-a");
 			client.hello();
 			return client.call(method, params);
 		};
@@ -55,7 +54,7 @@ struct Cluster {
 			Session session(*lender_a.dispatcher, {Principal::local_admin, "lender-a", "cli", nullptr},
 					[](LogLevel, const std::string &) {});
 			LoopbackTransport pipe(session);
-			RpcClient client(pipe, "farpassctl", nullptr);
+			RpcClient client(pipe, "farpassctl");
 			client.hello();
 			return client.call(method, params);
 		};

@@ -25,6 +25,7 @@ check "the hook is executable, in libvirt's qemu.d" test -x "$d/etc/libvirt/hook
 unit=$(find "$d" -name farpass-agent.service)
 check "the unit's ExecStart is the installed agent" grep -qx "ExecStart=$prefix/sbin/farpass-agent --config /etc/farpass/agent.conf" "$unit"
 check "... which is there" test -x "$d$prefix/sbin/farpass-agent"
+check "the unit gives the agent room for its connections (LimitNOFILE)" grep -qx "LimitNOFILE=8192" "$unit"
 check "dkms.conf names version $version" grep -qx "PACKAGE_VERSION=\"$version\"" "$d/usr/src/farpass-$version/dkms.conf"
 check "the DKMS tree has every source Kbuild names" bash -c "cd '$d/usr/src/farpass-$version/mdev' &&
 	for o in \$(sed -n 's/^farpass-y := //p' Kbuild); do test -f \${o%.o}.c || { echo missing \${o%.o}.c; exit 1; }; done"

@@ -1,0 +1,85 @@
+// The agent's serving side: its listening sockets (peers on TCP, farpassctl on the Unix socket) and every
+// connection they accepted, served by the daemon's one poll loop. Nothing a client does may stop the
+// service for the others, so the server bounds what clients hold (docs/agent-protocol.md, "Limits"):
+// connections in total and per peer address, the time to finish the TLS handshake and hello, the time to
+// finish a frame once begun, and it stops accepting for a while when the process is out of descriptors
+// (EMFILE) instead of spinning on a listener it cannot accept from.
+#pragma once
+
+#include "clock.hpp"
+#include "dispatcher.hpp"
+#include "log.hpp"
+#include "session.hpp"
+#include "tls.hpp"
+
+#include <poll.h>
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <vector>
+
+namespace farpass::agent {
+
+struct ServerLimits {
+	std::size_t connections = 512;	 // all of them; the unit's LimitNOFILE leaves room above it
+	std::size_t per_address = 16;	 // from one peer IP address (a peer agent uses two)
+	std::int64_t hello_ms = 5'000;	 // from accept to a finished TLS handshake and hello
+	std::int64_t frame_ms = 10'000;	 // from a frame's first byte to its last
+	std::int64_t accept_pause_ms = 250; // no accept for this long after it failed for want of resources
+};
+
+class Server {
+public:
+	// tls: peer connections' TLS (null only where tests bypass it with authenticated_host sessions).
+	Server(const Dispatcher &dispatcher, const Clock &clock, std::string local_host, const TlsContext *tls,
+	       LogSink log, ServerLimits limits = {});
+	~Server();
+	Server(const Server &) = delete;
+	Server &operator=(const Server &) = delete;
+
+	// Takes a listening socket (non-blocking): TCP for peers, the Unix socket (root only) for the CLI.
+	void listen(int fd, Principal principal);
+
+	// The descriptors to poll now (listeners not pausing, then every connection), and how long the poll
+	// may last at most before serve() has a deadline to enforce.
+	std::vector<pollfd> poll_set() const;
+	int poll_timeout_ms() const;
+	// Serves what poll() reported for poll_set()'s descriptors, then ends connections past a deadline.
+	void serve(const pollfd *fds, std::size_t count);
+
+	std::size_t connections() const { return connections_.size(); }
+
+private:
+	struct Listener {
+		int fd;
+		Principal principal;
+	};
+	struct Connection {
+		int fd;
+		std::string address; // the peer's IP address ("" on the Unix socket)
+		Session session;
+		std::string outgoing;
+		std::int64_t accepted_ms;
+		std::int64_t frame_started_ms = -1; // while a message in or the closing replies out are unfinished
+	};
+
+	void accept_from(const Listener &listener);
+	void serve(Connection &connection, short revents);
+	void enforce_deadlines(Connection &connection);
+	void reap();
+
+	const Dispatcher &dispatcher_;
+	const Clock &clock_;
+	std::string local_host_;
+	const TlsContext *tls_;
+	LogSink log_;
+	ServerLimits limits_;
+	std::vector<Listener> listeners_;
+	std::list<Connection> connections_;
+	std::int64_t accept_paused_until_ms_ = 0;
+	std::size_t refused_ = 0; // connections refused at a limit since the last log line about it
+	std::int64_t refusal_logged_ms_ = -1'000;
+};
+
+} // namespace farpass::agent
