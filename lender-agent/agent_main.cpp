@@ -118,9 +118,8 @@ public:
 			   }},
 		  dispatcher_(method_table(context_)),
 		  borrower_(kernel_, clock_, borrower_store_, config.peers,
-			    [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
-				    return borrower_sessions_.call(peer, method, params);
-			    },
+			    [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params,
+				   int timeout_ms) { return borrower_sessions_.call(peer, method, params, timeout_ms); },
 			    log_line, config.poll_ms)
 	{
 		if (borrower_stop_ < 0)

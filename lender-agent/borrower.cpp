@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <limits>
 #include <set>
 
 namespace farpass::agent {
@@ -15,6 +16,9 @@ using nlohmann::json;
 
 constexpr int state_version = 1;
 constexpr std::int64_t retry_ms = 1000; // a renew that could not reach the lender is retried this soon
+// An unconfirmed release is tried again after 1 s, doubling up to this (the lender's lease, no longer
+// renewed, expires meanwhile: the next try then learns it is over).
+constexpr std::int64_t max_release_retry_ms = 8000;
 
 std::string key_of(const std::string &lender_host, const std::string &pci_address)
 {
@@ -71,7 +75,9 @@ json device_json(const AnnouncedDevice &entry)
 		      {"withdrawing", entry.withdrawing},
 		      {"lease", nullptr}};
 	if (entry.lease)
-		state["lease"] = {{"id", entry.lease->id}, {"lease_ms", entry.lease->lease_ms}};
+		state["lease"] = {{"id", entry.lease->id},
+				  {"lease_ms", entry.lease->lease_ms},
+				  {"releasing", entry.lease->releasing}};
 	return state;
 }
 
@@ -103,7 +109,7 @@ std::uint32_t stable_device_id(const std::string &lender_host, const std::string
 }
 
 Borrower::Borrower(KernelPort &kernel, const Clock &clock, const StateStore &store, std::vector<PeerAddress> peers,
-		   PeerCaller call_peer, LogSink log, std::int64_t poll_ms)
+		   LenderCaller call_peer, LogSink log, std::int64_t poll_ms)
 	: kernel_(kernel), clock_(clock), store_(store), peers_(std::move(peers)), call_peer_(std::move(call_peer)),
 	  log_(std::move(log)), poll_ms_(poll_ms)
 {
@@ -130,11 +136,12 @@ void Borrower::restore()
 			decode_identity(saved, d);
 			entry.announced = saved.at("announced");
 			entry.withdrawing = saved.at("withdrawing");
-			if (!saved.at("lease").is_null()) // renewed at once: the restart may have taken a while
+			// Renewed (or its release tried again) at once: the restart may have taken a while.
+			if (!saved.at("lease").is_null())
 				entry.lease = BorrowedLease{saved["lease"].at("id"),
 							    decode_uint<std::int64_t>(saved["lease"].at("lease_ms"), "lease_ms",
 										      min_lease_ms, max_lease_ms),
-							    now};
+							    now, saved["lease"].value("releasing", false)};
 			devices_.emplace(key_of(d.lender_host, d.pci_address), std::move(entry));
 		}
 	} catch (const std::exception &e) { // only decoding happens above: a field missing, mistyped or out of range
@@ -152,6 +159,7 @@ void Borrower::tick()
 	} else {
 		reconcile();
 	}
+	check_borrows();
 	renew_due();
 	publish_view();
 }
@@ -173,7 +181,7 @@ void Borrower::refresh()
 
 void Borrower::refresh_peer(const PeerAddress &peer)
 {
-	const json reply = call_peer_(peer, "device.list", json::object());
+	const json reply = call_peer_(peer, "device.list", json::object(), std::numeric_limits<int>::max());
 	std::set<std::string> listed;
 	bool changed = false;
 	for (const json &view : reply.at("devices")) {
@@ -276,6 +284,13 @@ void Borrower::renew_due()
 	for (auto &[key, entry] : devices_) {
 		if (!entry.lease || now < entry.lease->renew_at_ms)
 			continue;
+		if (entry.lease->releasing) {
+			try {
+				release(entry);
+			} catch (const AgentError &) { // logged; tried again later
+			}
+			continue;
+		}
 		try {
 			const json reply = call_lender(entry, "lease.renew",
 						       {{"pci", entry.device.pci_address}, {"lease", entry.lease->id}});
@@ -288,6 +303,28 @@ void Borrower::renew_due()
 			} else {
 				log_(LogLevel::warning, "borrower: renewing the lease on " + key + ": " + e.what());
 				entry.lease->renew_at_ms = now + retry_ms;
+			}
+		}
+	}
+}
+
+void Borrower::check_borrows()
+{
+	if (!kernel_.available())
+		return;
+	for (auto &[key, entry] : devices_) {
+		if (!held(entry))
+			continue;
+		try {
+			kernel_.dma_layout(entry.device.id);
+		} catch (const AgentError &e) {
+			if (e.error_number() != ENODATA) // ENOTTY, EOPNOTSUPP: a kernel that cannot tell
+				continue;
+			log_(LogLevel::warning, "borrower: " + key + " is leased but not borrowed here (" + e.what() +
+							"); releasing the lease");
+			try {
+				release(entry);
+			} catch (const AgentError &) { // logged; tried again later
 			}
 		}
 	}
@@ -318,6 +355,15 @@ void Borrower::serve_upcalls()
 
 UpcallReply Borrower::handle(const Upcall &upcall)
 {
+	// Every call to the lender gets only what is left of the kernel's deadline.
+	deadline_ms_ = clock_.monotonic_ms() + upcall.timeout_ms;
+	const UpcallReply reply = serve(upcall);
+	deadline_ms_.reset();
+	return reply;
+}
+
+UpcallReply Borrower::serve(const Upcall &upcall)
+{
 	UpcallReply reply;
 	AnnouncedDevice *device = by_id(upcall.device_id);
 	if (!device || device->withdrawing) {
@@ -327,7 +373,7 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 	const std::string &pci = device->device.pci_address;
 	try {
 		const auto lease_id = [&]() -> std::string {
-			if (!device->lease)
+			if (!held(*device))
 				throw AgentError(ErrorCode::no_such_lease, "id " + std::to_string(upcall.device_id) + " is not borrowed");
 			return device->lease->id;
 		};
@@ -336,23 +382,16 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 			borrow(*device);
 			break;
 		case UpcallOp::give_back:
-			if (device->lease) {
-				try {
-					call_lender(*device, "lease.release", {{"pci", pci}, {"lease", device->lease->id}});
-				} catch (const AgentError &e) {
-					if (e.code() != ErrorCode::no_such_lease) // already over: returned all the same
-						throw;
-				}
-				device->lease.reset();
-				persist();
-				log_(LogLevel::info, "borrower: gave back " + key_of(device->device.lender_host, pci));
-			}
+			// 0 only once the lender confirmed: until then the kernel keeps the DMA window range
+			// quarantined (the lender may still map it), and the release goes on in the background.
+			if (device->lease)
+				release(*device);
 			break;
 		case UpcallOp::config_read: {
 			// Before the borrow (the kernel's capability scan) without a lease: allowed on a free device.
 			json params = {{"pci", pci}, {"offset", upcall.args[0]}, {"width", upcall.args[1]}};
-			if (device->lease)
-				params["lease"] = device->lease->id;
+			if (const BorrowedLease *lease = held(*device))
+				params["lease"] = lease->id;
 			reply.data[0] = decode_uint<std::uint32_t>(call_lender(*device, "device.read_config", params).at("value"), "value");
 			break;
 		}
@@ -386,42 +425,75 @@ UpcallReply Borrower::handle(const Upcall &upcall)
 void Borrower::borrow(AnnouncedDevice &device)
 {
 	const std::string &pci = device.device.pci_address;
-	const std::string key = key_of(device.device.lender_host, pci);
+	if (device.lease && device.lease->releasing)
+		release(device); // the lender must have ended the old lease before a new one maps anything
 	const json result = call_lender(device, "lease.acquire", {{"pci", pci}});
 	const auto lease_ms = decode_uint<std::int64_t>(result.at("lease_ms"), "lease_ms", min_lease_ms, max_lease_ms);
 	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.monotonic_ms() + lease_ms / 3};
 	persist();
-	if (!result.value("data_path", false)) {
-		log_(LogLevel::info, "borrower: borrowed " + key + " without data path (the lender maps no BARs towards us)");
-		return;
-	}
-	// The guest's RAM, as this host's kernel laid it out in the link's DMA window, mapped by the lender
-	// at IOVA = guest-physical address: all of it or no borrow.
 	try {
-		std::vector<DmaSlot> slots;
-		try {
-			slots = kernel_.dma_layout(device.device.id);
-		} catch (const AgentError &e) {
-			if (e.error_number() != ENOTTY && e.error_number() != EOPNOTSUPP)
-				throw;
-			log_(LogLevel::info, "borrower: borrowed " + key + " without DMA window: " + e.what());
-			return;
-		}
-		for (const DmaSlot &slot : slots)
-			call_lender(device, "dma.map",
-				    {{"pci", pci}, {"lease", device.lease->id}, {"iova", slot.gpa}, {"size", slot.size},
-				     {"window_offset", slot.offset}});
-		log_(LogLevel::info, "borrower: borrowed " + key + " (" + std::to_string(slots.size()) + " DMA slot(s) mapped)");
+		const std::string done = map_dma(device, result.value("data_path", false));
+		if (clock_.monotonic_ms() >= *deadline_ms_) // the kernel has failed the borrow meanwhile
+			throw AgentError(ErrorCode::timed_out, ETIMEDOUT, "borrowed " + pci + " after the upcall's deadline");
+		log_(LogLevel::info, "borrower: borrowed " + key_of(device.device.lender_host, pci) + done);
 	} catch (const std::exception &) {
 		try { // the lender unmaps what was mapped when the lease ends
-			call_lender(device, "lease.release", {{"pci", pci}, {"lease", device.lease->id}});
-		} catch (const AgentError &e) {
-			log_(LogLevel::warning, "borrower: releasing the failed borrow of " + key + ": " + e.what());
+			release(device);
+		} catch (const AgentError &) { // logged; tried again in the background
 		}
-		device.lease.reset();
-		persist();
 		throw;
 	}
+}
+
+// The guest's RAM, as this host's kernel laid it out in the link's DMA window, mapped by the lender at
+// IOVA = guest-physical address: all of it or no borrow. Returns what was done, for the log.
+std::string Borrower::map_dma(const AnnouncedDevice &device, bool data_path)
+{
+	if (!data_path)
+		return " without data path (the lender maps no BARs towards us)";
+	std::vector<DmaSlot> slots;
+	try {
+		slots = kernel_.dma_layout(device.device.id);
+	} catch (const AgentError &e) {
+		if (e.error_number() != ENOTTY && e.error_number() != EOPNOTSUPP)
+			throw;
+		return std::string(" without DMA window: ") + e.what();
+	}
+	for (const DmaSlot &slot : slots)
+		call_lender(device, "dma.map",
+			    {{"pci", device.device.pci_address}, {"lease", device.lease->id}, {"iova", slot.gpa},
+			     {"size", slot.size}, {"window_offset", slot.offset}});
+	return " (" + std::to_string(slots.size()) + " DMA slot(s) mapped)";
+}
+
+void Borrower::release(AnnouncedDevice &device)
+{
+	BorrowedLease &lease = *device.lease;
+	const std::string key = key_of(device.device.lender_host, device.device.pci_address);
+	try {
+		call_lender(device, "lease.release", {{"pci", device.device.pci_address}, {"lease", lease.id}});
+	} catch (const AgentError &e) {
+		// Unknown there (expired, or the device unlent with it): over all the same.
+		if (e.code() != ErrorCode::no_such_lease && e.code() != ErrorCode::no_such_device) {
+			const bool first = !lease.releasing;
+			lease.release_backoff_ms = first ? retry_ms : std::min(lease.release_backoff_ms * 2, max_release_retry_ms);
+			lease.renew_at_ms = clock_.monotonic_ms() + lease.release_backoff_ms;
+			lease.releasing = true;
+			if (first)
+				persist();
+			log_(LogLevel::warning, "borrower: releasing the lease on " + key + ": " + e.what() + "; trying again in " +
+							std::to_string(lease.release_backoff_ms) + " ms");
+			throw;
+		}
+	}
+	device.lease.reset();
+	persist();
+	log_(LogLevel::info, "borrower: gave back " + key);
+}
+
+const BorrowedLease *Borrower::held(const AnnouncedDevice &device)
+{
+	return device.lease && !device.lease->releasing ? &*device.lease : nullptr;
 }
 
 json Borrower::view() const
@@ -439,7 +511,7 @@ void Borrower::publish_view()
 				   {"id", entry.device.id},
 				   {"ntb", entry.device.ntb},
 				   {"announced", entry.announced && !entry.withdrawing},
-				   {"borrowed", entry.lease.has_value()}});
+				   {"borrowed", held(entry) != nullptr}});
 	const std::lock_guard<std::mutex> guard(view_lock_);
 	view_ = std::move(devices);
 }
@@ -463,7 +535,15 @@ const PeerAddress &Borrower::lender_of(const AnnouncedDevice &device) const
 
 json Borrower::call_lender(const AnnouncedDevice &device, std::string_view method, json params)
 {
-	return call_peer_(lender_of(device), method, params);
+	int timeout_ms = std::numeric_limits<int>::max(); // outside upcalls: the sessions' call_timeout_ms
+	if (deadline_ms_) {
+		const std::int64_t left = *deadline_ms_ - clock_.monotonic_ms();
+		if (left <= 0)
+			throw AgentError(ErrorCode::timed_out, ETIMEDOUT,
+					 std::string(method) + " on " + device.device.lender_host + ": the upcall's time is up");
+		timeout_ms = static_cast<int>(std::min<std::int64_t>(left, timeout_ms));
+	}
+	return call_peer_(lender_of(device), method, params, timeout_ms);
 }
 
 std::uint32_t Borrower::allocate_id(const std::string &lender_host, const std::string &pci_address) const

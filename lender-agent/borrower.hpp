@@ -13,6 +13,13 @@
 //   lease.release (the lender tears the data path down); set_irqs -> irq.set;
 //   config_read/config_write/reset -> device.*; the reply carries 0 or a negative errno. Held leases
 //   are renewed every lease_ms / 3.
+// - Each upcall is answered within its timeout_ms: every call to the lender gets only the time left,
+//   and a borrow that could not finish in time is undone (its lease released).
+// - A lease ends only when the lender confirms it (lease.release answered, or the lease unknown there):
+//   an unconfirmed release is answered with its error (the kernel keeps the DMA window range
+//   quarantined) and retried in the background, persisted, until the lender confirms.
+// - A held lease the kernel has no borrow for (DMA_LAYOUT: ENODATA) is released: checked every tick,
+//   so at once after a restart.
 // - Devices are announced with the lender's BAR window offsets and irq slot (device.list).
 #pragma once
 
@@ -23,6 +30,7 @@
 #include "state_store.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -40,8 +48,15 @@ std::uint32_t stable_device_id(const std::string &lender_host, const std::string
 struct BorrowedLease {
 	std::string id;
 	std::int64_t lease_ms = 0;
-	std::int64_t renew_at_ms = 0;
+	std::int64_t renew_at_ms = 0;	     // the next renewal or, while releasing, the next try of the release
+	bool releasing = false;		     // returned; never renewed, released until the lender confirms
+	std::int64_t release_backoff_ms = 0; // the wait before the next try while releasing
 };
+
+// Calls a method on a lender within timeout_ms (the peer sessions bound it by call_timeout_ms too);
+// throws AgentError like PeerCaller.
+using LenderCaller = std::function<nlohmann::json(const PeerAddress &peer, std::string_view method,
+						  const nlohmann::json &params, int timeout_ms)>;
 
 struct AnnouncedDevice {
 	RemoteDevice device;
@@ -54,7 +69,7 @@ struct AnnouncedDevice {
 class Borrower {
 public:
 	Borrower(KernelPort &kernel, const Clock &clock, const StateStore &store, std::vector<PeerAddress> peers,
-		 PeerCaller call_peer, LogSink log, std::int64_t poll_ms);
+		 LenderCaller call_peer, LogSink log, std::int64_t poll_ms);
 
 	// Reads borrower.json (ids, announced devices, held leases). Throws on a corrupt file.
 	void restore();
@@ -64,6 +79,7 @@ public:
 	void refresh();
 	// Serves every queued upcall.
 	void serve_upcalls();
+	// Answers one upcall within its timeout_ms.
 	UpcallReply handle(const Upcall &upcall);
 
 	const std::map<std::string, AnnouncedDevice> &devices() const { return devices_; } // key "lender/pci"
@@ -73,10 +89,15 @@ public:
 	nlohmann::json view() const;
 
 private:
+	UpcallReply serve(const Upcall &upcall);
 	void refresh_peer(const PeerAddress &peer);
 	void reconcile();
 	void renew_due();
+	void check_borrows();
 	void borrow(AnnouncedDevice &device);
+	std::string map_dma(const AnnouncedDevice &device, bool data_path);
+	void release(AnnouncedDevice &device);
+	static const BorrowedLease *held(const AnnouncedDevice &device);
 	AnnouncedDevice *by_id(std::uint32_t id);
 	const PeerAddress &lender_of(const AnnouncedDevice &device) const;
 	nlohmann::json call_lender(const AnnouncedDevice &device, std::string_view method, nlohmann::json params);
@@ -88,12 +109,13 @@ private:
 	const Clock &clock_;
 	const StateStore &store_;
 	std::vector<PeerAddress> peers_;
-	PeerCaller call_peer_;
+	LenderCaller call_peer_;
 	LogSink log_;
 	std::int64_t poll_ms_;
 	std::int64_t next_poll_ms_ = 0;
 	bool kernel_was_available_ = true;
 	std::uint64_t upcalls_served_ = 0;
+	std::optional<std::int64_t> deadline_ms_; // while serving an upcall: when its time is up
 	std::map<std::string, AnnouncedDevice> devices_;
 	std::map<std::string, std::uint32_t> ids_; // every id ever given on this host, kept stable
 	mutable std::mutex view_lock_;		    // protects view_

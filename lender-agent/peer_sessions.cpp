@@ -77,7 +77,13 @@ void PeerSessions::drop(const PeerAddress &peer, Peer &state, const std::string 
 
 json PeerSessions::call(const PeerAddress &peer, std::string_view method, const json &params)
 {
-	const auto deadline = steady::now() + std::chrono::milliseconds(call_timeout_ms_);
+	return call(peer, method, params, call_timeout_ms_);
+}
+
+json PeerSessions::call(const PeerAddress &peer, std::string_view method, const json &params, int timeout_ms)
+{
+	timeout_ms = std::clamp(timeout_ms, 0, call_timeout_ms_);
+	const auto deadline = steady::now() + std::chrono::milliseconds(timeout_ms);
 	Peer &state = peers_[peer.host];
 	for (int attempt = 0;; attempt++) {
 		const bool reused = state.client != nullptr;
@@ -85,7 +91,7 @@ json PeerSessions::call(const PeerAddress &peer, std::string_view method, const 
 			open(peer, state, ms_left(deadline));
 		const int left = ms_left(deadline);
 		if (left <= 0) // the connect took it all: nothing sent, the session stays in step
-			throw timed_out(peer, method, call_timeout_ms_);
+			throw timed_out(peer, method, timeout_ms);
 		state.transport->set_deadline(left);
 		try {
 			return state.client->call(method, params);
@@ -98,7 +104,7 @@ json PeerSessions::call(const PeerAddress &peer, std::string_view method, const 
 			if (reused && attempt == 0 && e.code() == ErrorCode::peer_unreachable && ms_left(deadline) > 0)
 				continue;
 			if (e.code() == ErrorCode::timed_out)
-				throw timed_out(peer, method, call_timeout_ms_);
+				throw timed_out(peer, method, timeout_ms);
 			throw;
 		}
 	}

@@ -37,6 +37,9 @@ public:
 	// when the peer cannot be reached or is in its reconnect backoff. Any error other than an error reply
 	// closes the session; the next call connects again.
 	nlohmann::json call(const PeerAddress &peer, std::string_view method, const nlohmann::json &params);
+	// The same within timeout_ms, if that is shorter (an upcall's time left).
+	nlohmann::json call(const PeerAddress &peer, std::string_view method, const nlohmann::json &params,
+			    int timeout_ms);
 
 	// Forgets the session to host (if any).
 	void close(const std::string &host);

@@ -66,13 +66,14 @@ void hostile_lender(std::string_view input)
 	const nlohmann::json reply = parse_json(input); // an unreadable reply never reaches the borrower
 	Borrower borrower(
 		kernel, clock, store, {{"lender-a", "10.0.0.1:7450", "0000:00:0a.0"}},
-		[&](const PeerAddress &, std::string_view, const nlohmann::json &) { return reply; }, ignore_log, 5'000);
+		[&](const PeerAddress &, std::string_view, const nlohmann::json &, int) { return reply; }, ignore_log, 5'000);
 	borrower.refresh();
 	for (const auto &[id, device] : kernel.announced)
 		for (const UpcallOp op : {UpcallOp::borrow, UpcallOp::config_read}) {
 			Upcall upcall;
 			upcall.op = static_cast<std::uint32_t>(op);
 			upcall.device_id = id;
+			upcall.timeout_ms = 2000;
 			upcall.args = {0, 4};
 			borrower.handle(upcall);
 		}

@@ -30,8 +30,14 @@ struct BorrowerFixture {
 	{
 		borrower = std::make_unique<Borrower>(
 			kernel, clock, store, std::vector<PeerAddress>{{"lender-a", "10.0.0.1:7450", ntb}},
-			[this](const PeerAddress &peer, std::string_view method, const json &params) {
+			[this](const PeerAddress &peer, std::string_view method, const json &params, int timeout_ms) {
 				calls.push_back(std::string(method));
+				timeouts.push_back(timeout_ms);
+				if (call_ms > timeout_ms) { // the lender answers too late
+					advance(timeout_ms);
+					throw AgentError(ErrorCode::timed_out, ETIMEDOUT, std::string(method) + ": no answer in time");
+				}
+				advance(call_ms);
 				if (lender_down)
 					throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
 							 "connecting to " + peer.address + ": No route to host");
@@ -55,13 +61,14 @@ struct BorrowerFixture {
 		lender.clock.now += ms;
 	}
 
-	UpcallReply upcall(UpcallOp op, std::uint32_t id, std::array<std::uint64_t, 6> args = {})
+	UpcallReply upcall(UpcallOp op, std::uint32_t id, std::array<std::uint64_t, 6> args = {},
+			   std::uint32_t timeout_ms = 5000)
 	{
 		Upcall request;
 		request.seq = ++seq;
 		request.op = static_cast<std::uint32_t>(op);
 		request.device_id = id;
-		request.timeout_ms = 5000;
+		request.timeout_ms = timeout_ms;
 		request.args = args;
 		kernel.upcalls.push_back(request);
 		borrower->serve_upcalls();
@@ -70,6 +77,8 @@ struct BorrowerFixture {
 	}
 
 	std::uint32_t nvme_id() const { return stable_device_id("lender-a", nvme_address); }
+	const AnnouncedDevice &nvme() const { return borrower->devices().at("lender-a/" + std::string(nvme_address)); }
+	long count(std::string_view method) const { return std::count(calls.begin(), calls.end(), method); }
 
 	std::string host;
 	AgentFixture lender;
@@ -79,6 +88,8 @@ struct BorrowerFixture {
 	FakeClock clock;
 	std::unique_ptr<Borrower> borrower;
 	std::vector<std::string> calls;
+	std::vector<int> timeouts; // of each call
+	std::int64_t call_ms = 0;
 	std::vector<std::string> log;
 	bool lender_down = false;
 	std::function<void(std::string_view method, json &result)> tamper_reply; // a hostile lender
@@ -445,4 +456,136 @@ TEST_CASE("a borrower.json that is not a version-1 state object is refused with 
 		}
 		CHECK(message.find("is not a version 1 state object") != std::string::npos);
 	}
+}
+
+TEST_CASE("RETURN is answered 0 only once the lender confirms; unconfirmed, the release goes on in the background, across a restart")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	const std::uint32_t id = f.nvme_id();
+	REQUIRE(f.upcall(UpcallOp::borrow, id).error == 0);
+	f.lender_down = true;
+	// The call's error, not 0: the kernel keeps the borrow's DMA window range quarantined.
+	CHECK(f.upcall(UpcallOp::give_back, id).error == -EHOSTUNREACH);
+	REQUIRE(f.nvme().lease);
+	CHECK(f.nvme().lease->releasing);
+	CHECK(f.upcall(UpcallOp::config_write, id, {4, 2, 0x0406}).error == -ENOENT); // the lease is not used again
+	CHECK(logged(f.log, "borrower: releasing the lease on lender-a/0000:01:00.0: connecting to 10.0.0.1:7450: No route to host; trying again in 1000 ms"));
+
+	// Tried again 1 s later, then 2 s after that (backoff), never renewed meanwhile.
+	f.calls.clear();
+	f.advance(999);
+	f.borrower->tick();
+	CHECK(f.count("lease.release") == 0);
+	f.advance(1);
+	f.borrower->tick();
+	CHECK(f.count("lease.release") == 1);
+	f.advance(1999);
+	f.borrower->tick();
+	CHECK(f.count("lease.release") == 1);
+	f.advance(1);
+	f.borrower->tick();
+	CHECK(f.count("lease.release") == 2);
+	CHECK(f.count("lease.renew") == 0);
+	CHECK(f.lender.lender->devices().at(nvme_address).lease); // the lender still holds it
+
+	// A restarted agent goes on releasing (borrower.json), and forgets the lease once the lender confirms.
+	f.make_borrower();
+	f.borrower->restore();
+	REQUIRE(f.nvme().lease);
+	CHECK(f.nvme().lease->releasing);
+	f.lender_down = false;
+	f.calls.clear();
+	f.borrower->tick();
+	CHECK(f.count("lease.release") == 1);
+	CHECK_FALSE(f.nvme().lease);
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
+	CHECK(f.lender.lender->expire_due().empty()); // released, not expired
+}
+
+TEST_CASE("a BORROW while the last lease's release is unconfirmed releases it first, or fails without acquiring")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	const std::uint32_t id = f.nvme_id();
+	REQUIRE(f.upcall(UpcallOp::borrow, id).error == 0);
+	f.lender_down = true;
+	REQUIRE(f.upcall(UpcallOp::give_back, id).error == -EHOSTUNREACH);
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, id).error == -EHOSTUNREACH);
+	CHECK(f.calls == std::vector<std::string>{"lease.release"});
+	f.lender_down = false;
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, id).error == 0);
+	CHECK(f.calls == std::vector<std::string>{"lease.release", "lease.acquire"});
+	REQUIRE(f.nvme().lease);
+	CHECK_FALSE(f.nvme().lease->releasing);
+}
+
+TEST_CASE("an upcall's calls get only what is left of its timeout_ms; a borrow that cannot finish in time is undone")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	const std::uint32_t id = f.nvme_id();
+	f.kernel.layouts[id] = {{0, 0x1000, 0}, {0x100000, 0x1000, 0x1000}};
+	f.call_ms = 1000; // each answer of the lender takes 1 s
+	f.calls.clear();
+	f.timeouts.clear();
+	CHECK(f.upcall(UpcallOp::borrow, id, {}, 2500).error == -ETIMEDOUT);
+	CHECK(f.calls == std::vector<std::string>{"lease.acquire", "dma.map", "dma.map"});
+	CHECK(f.timeouts == std::vector<int>{2500, 1500, 500});
+	// No time was left to release it: that goes on in the background, and the lease is not held.
+	REQUIRE(f.nvme().lease);
+	CHECK(f.nvme().lease->releasing);
+	f.call_ms = 0;
+	f.advance(1000);
+	f.borrower->tick();
+	CHECK_FALSE(f.nvme().lease);
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
+	CHECK(f.lender.vfio.records.at(nvme_address)->mappings.empty());
+
+	// A lease acquired just as the time is up is released, not kept.
+	f.kernel.layouts[id] = {};
+	f.call_ms = 800;
+	CHECK(f.upcall(UpcallOp::borrow, id, {}, 800).error == -ETIMEDOUT);
+	CHECK(logged(f.log, "borrower: upcall 1 on id " + std::to_string(id) + ": borrowed 0000:01:00.0 after the upcall's deadline"));
+	f.call_ms = 0;
+	f.advance(1000);
+	f.borrower->tick();
+	CHECK_FALSE(f.nvme().lease);
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
+}
+
+TEST_CASE("a held lease the kernel has no borrow for (DMA_LAYOUT: ENODATA) is released, after a restart and at any tick")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	const std::uint32_t id = f.nvme_id();
+	REQUIRE(f.upcall(UpcallOp::borrow, id).error == 0);
+	f.borrower->tick();
+	CHECK(f.nvme().lease); // borrowed in the kernel: kept
+
+	// E.g. the agent was down when the guest let the device go: its RETURN went unanswered.
+	f.kernel.fail_dma_layout = ENODATA;
+	f.make_borrower();
+	f.borrower->restore();
+	f.calls.clear();
+	f.borrower->tick();
+	CHECK(f.count("lease.release") == 1);
+	CHECK_FALSE(f.nvme().lease);
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
+	CHECK(logged(f.log, "borrower: lender-a/0000:01:00.0 is leased but not borrowed here (DMA_LAYOUT failed); releasing the lease"));
+
+	// Without a restart too; a kernel that cannot tell (ENOTTY) keeps the lease.
+	f.kernel.fail_dma_layout = 0;
+	REQUIRE(f.upcall(UpcallOp::borrow, id).error == 0);
+	f.kernel.fail_dma_layout = ENOTTY;
+	f.advance(1000);
+	f.borrower->tick();
+	CHECK(f.nvme().lease);
+	f.kernel.fail_dma_layout = ENODATA;
+	f.advance(1000);
+	f.borrower->tick();
+	CHECK_FALSE(f.nvme().lease);
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
 }

@@ -292,3 +292,19 @@ TEST_CASE("farpassctl's Unix-socket connect has a deadline: an agent that stoppe
 	CHECK(waited < std::chrono::milliseconds(2000));
 	::close(listener);
 }
+
+TEST_CASE("a call given less time than call_timeout_ms (an upcall's time left) is bounded by that")
+{
+	FakeClock clock;
+	SilentLender silent(0);
+	int connect_timeout_ms = 0;
+	PeerSessions sessions(
+		[&](const PeerAddress &, int timeout_ms) {
+			connect_timeout_ms = timeout_ms;
+			return silent.connect();
+		},
+		clock, "borrower-b", 60'000, [](LogLevel, const std::string &) {});
+	CHECK(error_of([&] { sessions.call(lender_a, "device.list", json::object(), 50); }) == ErrorCode::timed_out);
+	CHECK(connect_timeout_ms > 0);
+	CHECK(connect_timeout_ms <= 50); // connect, TLS and hello included
+}
