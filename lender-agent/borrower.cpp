@@ -192,13 +192,21 @@ void Borrower::refresh_peer(const PeerAddress &peer)
 		const std::string address = canonical_pci_address(view.at("pci").get<std::string>());
 		const std::string key = key_of(peer.host, address);
 		listed.insert(key);
-		if (devices_.count(key))
-			continue; // already known (or being withdrawn: announced again once that is done)
 		auto id = ids_.find(key);
 		if (id == ids_.end())
 			id = ids_.emplace(key, allocate_id(peer.host, address)).first;
+		const RemoteDevice device = remote_device(view, peer, id->second);
+		if (const auto known = devices_.find(key); known != devices_.end()) {
+			// Being withdrawn: announced again once that is done. Lent again with another view (slot,
+			// BARs, interrupt slot): the kernel's is stale, so withdrawn and announced again.
+			if (!known->second.withdrawing && !(known->second.device == device)) {
+				withdraw(known->second, "lends " + address + " with another view");
+				changed = true;
+			}
+			continue;
+		}
 		AnnouncedDevice entry;
-		entry.device = remote_device(view, peer, id->second);
+		entry.device = device;
 		devices_.emplace(key, std::move(entry));
 		log_(LogLevel::info, "borrower: " + peer.host + " lends " + address + " (id " + std::to_string(id->second) + ")");
 		changed = true;
@@ -206,14 +214,19 @@ void Borrower::refresh_peer(const PeerAddress &peer)
 	for (auto &[key, entry] : devices_) {
 		if (entry.device.lender_host != peer.host || entry.withdrawing || listed.count(key))
 			continue;
-		log_(LogLevel::info, "borrower: " + peer.host + " no longer lends " + entry.device.pci_address +
-					     "; withdrawing id " + std::to_string(entry.device.id));
-		entry.withdrawing = true;
-		entry.lease.reset(); // the lender ended it when it unlent the device
+		withdraw(entry, "no longer lends " + entry.device.pci_address);
 		changed = true;
 	}
 	if (changed)
 		persist();
+}
+
+void Borrower::withdraw(AnnouncedDevice &entry, const std::string &why)
+{
+	log_(LogLevel::info, "borrower: " + entry.device.lender_host + " " + why + "; withdrawing id " +
+				     std::to_string(entry.device.id));
+	entry.withdrawing = true;
+	entry.lease.reset(); // the lender ended it when it unlent the device
 }
 
 void Borrower::reconcile()

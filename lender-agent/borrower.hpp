@@ -20,7 +20,8 @@
 //   quarantined) and retried in the background, persisted, until the lender confirms.
 // - A held lease the kernel has no borrow for (DMA_LAYOUT: ENODATA) is released: checked every tick,
 //   so at once after a restart.
-// - Devices are announced with the lender's BAR window offsets and irq slot (device.list).
+// - Devices are announced with the lender's BAR window offsets and irq slot (device.list); a device
+//   lent again with another view is withdrawn and announced again with the new one.
 #pragma once
 
 #include "clock.hpp"
@@ -91,6 +92,7 @@ public:
 private:
 	UpcallReply serve(const Upcall &upcall);
 	void refresh_peer(const PeerAddress &peer);
+	void withdraw(AnnouncedDevice &entry, const std::string &why);
 	void reconcile();
 	void renew_due();
 	void check_borrows();

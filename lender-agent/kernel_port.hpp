@@ -40,6 +40,8 @@ struct RemoteDevice {
 	std::array<std::uint32_t, bar_count> bar_flags{};
 	std::array<std::uint64_t, bar_count> bar_offsets{}; // in the link's BAR window, where bar_mapped
 	std::uint32_t irq_slot = 0; // the lender's slot of the device (its interrupt mailbox slot)
+
+	bool operator==(const RemoteDevice &) const = default;
 };
 
 // One guest RAM range of a borrow's DMA window (struct farpass_dma_slot).

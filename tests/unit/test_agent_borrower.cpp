@@ -589,3 +589,34 @@ TEST_CASE("a held lease the kernel has no borrow for (DMA_LAYOUT: ENODATA) is re
 	CHECK_FALSE(f.nvme().lease);
 	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
 }
+
+TEST_CASE("a device lent again with another view (slot, BARs, interrupt slot) is withdrawn and announced again")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	REQUIRE(f.kernel.announced.at(f.nvme_id()).irq_slot == 0);
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	// Unlent and lent again after another device took its slot: slot 1, BARs at 4 MiB.
+	f.lender.lender->unlend(nvme_address, true);
+	f.lender.lender->lend(nic_address);
+	f.lender.lender->lend(nvme_address);
+	f.kernel.busy.insert(f.nvme_id()); // an instance still exists: the withdrawal waits for it
+	f.borrower->refresh();
+	CHECK(logged(f.log, "borrower: lender-a lends 0000:01:00.0 with another view; withdrawing id " +
+				    std::to_string(f.nvme_id())));
+	CHECK(f.nvme().withdrawing);
+	CHECK_FALSE(f.nvme().lease); // the lender ended it when it unlent the device
+	CHECK(f.upcall(UpcallOp::config_read, f.nvme_id(), {0, 2}).error == -ENODEV);
+	f.kernel.busy.clear();
+	f.borrower->refresh();
+	CHECK(f.kernel.withdrawn == std::vector<std::uint32_t>{f.nvme_id()});
+	f.borrower->refresh();
+	const RemoteDevice &nvme = f.kernel.announced.at(f.nvme_id());
+	CHECK(nvme.irq_slot == 1);
+	CHECK(nvme.bar_offsets[0] == 0x400000);
+	CHECK(nvme.bar_flags[0] == bar_mapped);
+	CHECK_FALSE(f.nvme().withdrawing);
+	// The same view again changes nothing.
+	f.borrower->refresh();
+	CHECK(f.kernel.withdrawn.size() == 1);
+}
