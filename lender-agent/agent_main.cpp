@@ -1,5 +1,6 @@
 // farpass-agent: the per-host daemon. The main thread's poll loop serves peer agents on TCP, farpassctl on
-// a Unix socket (root only; both through server.hpp, which bounds what clients hold), lease expiry once a second and SIGTERM/SIGINT for a clean stop. The borrower
+// a Unix socket (root only; both through server.hpp, which bounds what clients hold, and whose worker
+// thread asks the peers for cluster.devices), lease expiry once a second and SIGTERM/SIGINT for a clean stop. The borrower
 // role (the kernel's upcalls, polling the lenders, heartbeats) runs in a thread of its own with its own
 // peer sessions: its calls wait on other agents, and two agents each waiting in one loop for the other's
 // answer would stall both until the call timeout. State is persisted on every change, so stopping needs
@@ -164,20 +165,12 @@ public:
 private:
 	void serve_requests()
 	{
-		for (;;) {
-			std::vector<pollfd> fds = {{signals_, POLLIN, 0}};
-			const std::vector<pollfd> served = server_.poll_set();
-			fds.insert(fds.end(), served.begin(), served.end());
-			const int timeout_ms = std::min(ms_until(next_tick_ms_), server_.poll_timeout_ms());
-			if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
-				throw_system_error("poll");
-			if (fds[0].revents) {
-				log_line(LogLevel::info, "stopping on signal");
-				return;
-			}
-			server_.serve(fds.data() + 1, fds.size() - 1);
+		while (poll_and_serve(std::min(ms_until(next_tick_ms_), server_.poll_timeout_ms()))) {
 			if (clock_.monotonic_ms() >= next_tick_ms_) {
 				next_tick_ms_ = clock_.monotonic_ms() + tick_ms;
+				// Renewals that arrived while the loop was busy are read before leases expire.
+				if (!poll_and_serve(0))
+					return;
 				for (const ExpiredLease &expired : lender_.expire_due())
 					log_line(LogLevel::warning, "lease of " + expired.pci_address + " by " +
 									    expired.lease.borrower +
@@ -185,6 +178,22 @@ private:
 			}
 			log_lender_notices();
 		}
+	}
+
+	// One round of the request loop: waits up to timeout_ms, serves what is ready. False on a signal to stop.
+	bool poll_and_serve(int timeout_ms)
+	{
+		std::vector<pollfd> fds = {{signals_, POLLIN, 0}};
+		const std::vector<pollfd> served = server_.poll_set();
+		fds.insert(fds.end(), served.begin(), served.end());
+		if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
+			throw_system_error("poll");
+		if (fds[0].revents) {
+			log_line(LogLevel::info, "stopping on signal");
+			return false;
+		}
+		server_.serve(fds.data() + 1, fds.size() - 1);
+		return true;
 	}
 
 	// The borrower role's loop: upcalls as they come, lenders polled and leases renewed every tick.
@@ -243,7 +252,7 @@ private:
 	Sysfs sysfs_;
 	LinuxVfio vfio_;
 	FarpassKernelPort kernel_;
-	PeerSessions sessions_;		 // the request loop's (cluster.*): one session per peer, reused
+	PeerSessions sessions_;		 // cluster.devices' (the server's worker thread): one session per peer, reused
 	PeerSessions borrower_sessions_; // the borrower thread's
 	StateStore store_;
 	StateStore borrower_store_;

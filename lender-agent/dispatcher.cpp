@@ -10,6 +10,12 @@ using nlohmann::json;
 
 json Dispatcher::handle(std::string_view payload, const CallContext &context) const
 {
+	Dispatched dispatched = dispatch(payload, context);
+	return dispatched.later ? dispatched.later() : std::move(dispatched.reply);
+}
+
+Dispatched Dispatcher::dispatch(std::string_view payload, const CallContext &context) const
+{
 	json id = nullptr;
 	try {
 		const Request request = parse_request(payload, id);
@@ -23,9 +29,18 @@ json Dispatcher::handle(std::string_view payload, const CallContext &context) co
 					 request.method + " is not allowed " +
 						 (context.principal == Principal::peer ? "to peers" : "from the CLI"));
 		check_params(method->params, request.params);
-		return result_reply(id, method->handler(request.params, context));
+		json handled = method->handler(request.params, context);
+		if (!method->off_loop)
+			return {result_reply(id, std::move(handled)), nullptr};
+		return {nullptr, [id, off_loop = method->off_loop, handled = std::move(handled)] {
+				try {
+					return result_reply(id, off_loop(handled));
+				} catch (...) {
+					return error_reply(id, std::current_exception());
+				}
+			}};
 	} catch (...) {
-		return error_reply(id, std::current_exception());
+		return {error_reply(id, std::current_exception()), nullptr};
 	}
 }
 

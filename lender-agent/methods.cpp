@@ -51,7 +51,8 @@ std::vector<Method> method_table(AgentContext &agent)
 		{"lease.renew", peer_access, {pci, lease}, bind(agent, lease_renew)},
 		{"lease.release", peer_access, {pci, lease}, bind(agent, lease_release)},
 		{"lease.list", local_admin_access, {}, bind(agent, lease_list)},
-		{"cluster.devices", local_admin_access, {}, bind(agent, cluster_devices)},
+		{"cluster.devices", local_admin_access, {}, bind(agent, cluster_devices),
+		 [&agent](json local) { return cluster_devices_of_peers(agent, std::move(local)); }},
 		{"cluster.status", any_access, {}, bind(agent, cluster_status)},
 	};
 }

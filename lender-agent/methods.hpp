@@ -62,7 +62,8 @@ json lease_release(AgentContext &agent, const json &params, const CallContext &c
 json lease_list(AgentContext &agent, const json &params, const CallContext &context);
 
 // cluster and status
-json cluster_devices(AgentContext &agent, const json &params, const CallContext &context);
+json cluster_devices(AgentContext &agent, const json &params, const CallContext &context); // this host's
+json cluster_devices_of_peers(AgentContext &agent, json local); // off the loop: with every peer's
 json cluster_status(AgentContext &agent, const json &params, const CallContext &context);
 
 // Shared by the groups: the public view of one lent device.

@@ -1,4 +1,5 @@
-// Handlers for the cluster view and this agent's status.
+// Handlers for the cluster view and this agent's status. cluster.devices asks the peers off the poll
+// loop (its off-loop part): an unreachable peer costs call_timeout_ms, which the loop must not wait.
 #include "borrower.hpp"
 #include "methods.hpp"
 
@@ -6,7 +7,12 @@ namespace farpass::agent::handlers {
 
 json cluster_devices(AgentContext &agent, const json &, const CallContext &context)
 {
-	json devices = device_list(agent, json::object(), context).at("devices");
+	return device_list(agent, json::object(), context);
+}
+
+json cluster_devices_of_peers(AgentContext &agent, json local)
+{
+	json devices = std::move(local.at("devices"));
 	json unreachable = json::array();
 	// One unreachable peer must not hide the rest of the cluster.
 	for (const PeerAddress &peer : agent.peers) {

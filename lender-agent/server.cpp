@@ -1,6 +1,9 @@
 #include "server.hpp"
 
+#include "errors.hpp"
+
 #include <netdb.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,12 +16,22 @@ namespace farpass::agent {
 Server::Server(const Dispatcher &dispatcher, const Clock &clock, std::string local_host, const TlsContext *tls,
 	       LogSink log, ServerLimits limits)
 	: dispatcher_(dispatcher), clock_(clock), local_host_(std::move(local_host)), tls_(tls), log_(std::move(log)),
-	  limits_(limits)
+	  limits_(limits), wakeup_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC))
 {
+	if (wakeup_ < 0)
+		throw_system_error("eventfd");
+	worker_ = std::thread([this] { run_worker(); });
 }
 
 Server::~Server()
 {
+	{
+		const std::lock_guard hold(jobs_lock_);
+		stopping_ = true;
+	}
+	jobs_ready_.notify_one();
+	worker_.join();
+	::close(wakeup_);
 	for (const Connection &connection : connections_)
 		::close(connection.fd);
 	for (const Listener &listener : listeners_)
@@ -32,14 +45,15 @@ void Server::listen(int fd, Principal principal)
 
 std::vector<pollfd> Server::poll_set() const
 {
-	std::vector<pollfd> fds;
+	std::vector<pollfd> fds = {{wakeup_, POLLIN, 0}};
 	if (clock_.monotonic_ms() >= accept_paused_until_ms_)
 		for (const Listener &listener : listeners_)
 			fds.push_back({listener.fd, POLLIN, 0});
 	// A client gets its replies before more of its requests are read: one that never reads holds one
-	// batch of replies, not a growing buffer.
+	// batch of replies, not a growing buffer. Nor is more read while a request is off the loop.
 	for (const Connection &connection : connections_)
-		fds.push_back({connection.fd, short(connection.outgoing.empty() ? POLLIN : POLLOUT), 0});
+		fds.push_back({connection.fd,
+			       short(!connection.outgoing.empty() ? POLLOUT : connection.session.waiting() ? 0 : POLLIN), 0});
 	return fds;
 }
 
@@ -58,6 +72,12 @@ int Server::poll_timeout_ms() const
 
 void Server::serve(const pollfd *fds, std::size_t count)
 {
+	if (count == 0)
+		return;
+	if (fds[0].revents) // poll_set()'s first: the worker's wakeup
+		collect_done();
+	fds++;
+	count--;
 	const auto listener_of = [this](int fd) {
 		return std::find_if(listeners_.begin(), listeners_.end(), [fd](const Listener &l) { return l.fd == fd; });
 	};
@@ -127,8 +147,9 @@ void Server::accept_from(const Listener &listener)
 		return;
 	}
 	const TlsContext *tls = listener.principal == Principal::peer ? tls_ : nullptr; // the CLI: SO_PEERCRED
-	connections_.push_back({fd, ip, Session(dispatcher_, {listener.principal, local_host_, label, tls}, log_), {},
-				clock_.monotonic_ms()});
+	connections_.push_back({fd, ip, Session(dispatcher_, {listener.principal, local_host_, label, tls, {}, true}, log_),
+				{}, clock_.monotonic_ms()});
+	connections_.back().id = ++last_id_;
 }
 
 void Server::serve(Connection &connection, short revents)
@@ -138,6 +159,7 @@ void Server::serve(Connection &connection, short revents)
 		const ssize_t received = ::recv(connection.fd, buffer, sizeof(buffer), 0);
 		if (received > 0) {
 			connection.outgoing += connection.session.receive(std::string_view(buffer, std::size_t(received)));
+			submit(connection);
 		} else if (received == 0 || (errno != EAGAIN && errno != EINTR)) {
 			connection.session.end_of_stream();
 			connection.outgoing.clear();
@@ -179,6 +201,55 @@ void Server::reap()
 		} else {
 			++connection;
 		}
+	}
+}
+
+void Server::submit(Connection &connection)
+{
+	auto work = connection.session.take_work();
+	if (!work)
+		return;
+	{
+		const std::lock_guard hold(jobs_lock_);
+		jobs_.push_back({connection.id, std::move(work)});
+	}
+	jobs_ready_.notify_one();
+}
+
+void Server::run_worker()
+{
+	std::unique_lock hold(jobs_lock_);
+	for (;;) {
+		jobs_ready_.wait(hold, [this] { return stopping_ || !jobs_.empty(); });
+		if (stopping_)
+			return;
+		Job job = std::move(jobs_.front());
+		jobs_.pop_front();
+		hold.unlock();
+		nlohmann::json reply = job.work(); // never throws: the dispatcher's error boundary is inside
+		hold.lock();
+		done_.push_back({job.connection, std::move(reply)});
+		const std::uint64_t one = 1;
+		(void)!::write(wakeup_, &one, sizeof(one));
+	}
+}
+
+void Server::collect_done()
+{
+	std::uint64_t count;
+	(void)!::read(wakeup_, &count, sizeof(count));
+	std::vector<Done> done;
+	{
+		const std::lock_guard hold(jobs_lock_);
+		done.swap(done_);
+	}
+	for (Done &each : done) {
+		const auto connection = std::find_if(connections_.begin(), connections_.end(),
+						     [&each](const Connection &c) { return c.id == each.connection; });
+		if (connection == connections_.end())
+			continue; // closed meanwhile
+		connection->outgoing += connection->session.resume(each.reply);
+		submit(*connection); // a request received meanwhile may have its own off-loop part
 	}
 }
 

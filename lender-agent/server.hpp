@@ -3,7 +3,8 @@
 // service for the others, so the server bounds what clients hold (docs/agent-protocol.md, "Limits"):
 // connections in total and per peer address, the time to finish the TLS handshake and hello, the time to
 // finish a frame once begun, and it stops accepting for a while when the process is out of descriptors
-// (EMFILE) instead of spinning on a listener it cannot accept from.
+// (EMFILE) instead of spinning on a listener it cannot accept from. Nor may a request that waits on
+// other agents (cluster.devices): its off-loop part (dispatcher.hpp) runs in the server's worker thread.
 #pragma once
 
 #include "clock.hpp"
@@ -14,9 +15,14 @@
 
 #include <poll.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <list>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace farpass::agent {
@@ -41,8 +47,8 @@ public:
 	// Takes a listening socket (non-blocking): TCP for peers, the Unix socket (root only) for the CLI.
 	void listen(int fd, Principal principal);
 
-	// The descriptors to poll now (listeners not pausing, then every connection), and how long the poll
-	// may last at most before serve() has a deadline to enforce.
+	// The descriptors to poll now (the worker's wakeup, listeners not pausing, then every connection),
+	// and how long the poll may last at most before serve() has a deadline to enforce.
 	std::vector<pollfd> poll_set() const;
 	int poll_timeout_ms() const;
 	// Serves what poll() reported for poll_set()'s descriptors, then ends connections past a deadline.
@@ -62,12 +68,25 @@ private:
 		std::string outgoing;
 		std::int64_t accepted_ms;
 		std::int64_t frame_started_ms = -1; // while a message in or the closing replies out are unfinished
+		std::uint64_t id = 0;		    // names it to the worker (it may be gone when its reply is)
+	};
+	// The off-loop part of a connection's request, and its reply.
+	struct Job {
+		std::uint64_t connection;
+		std::function<nlohmann::json()> work;
+	};
+	struct Done {
+		std::uint64_t connection;
+		nlohmann::json reply;
 	};
 
 	void accept_from(const Listener &listener);
 	void serve(Connection &connection, short revents);
 	void enforce_deadlines(Connection &connection);
 	void reap();
+	void submit(Connection &connection);
+	void run_worker();
+	void collect_done();
 
 	const Dispatcher &dispatcher_;
 	const Clock &clock_;
@@ -80,6 +99,16 @@ private:
 	std::int64_t accept_paused_until_ms_ = 0;
 	std::size_t refused_ = 0; // connections refused at a limit since the last log line about it
 	std::int64_t refusal_logged_ms_ = -1'000;
+	std::uint64_t last_id_ = 0;
+	// One worker runs the jobs in turn; a connection has at most one under way (its session waits for
+	// it), so the connection limit bounds the queue. The eventfd tells the loop a job is done.
+	int wakeup_;
+	std::mutex jobs_lock_; // protects jobs_, done_ and stopping_
+	std::condition_variable jobs_ready_;
+	std::deque<Job> jobs_;
+	std::vector<Done> done_;
+	bool stopping_ = false;
+	std::thread worker_;
 };
 
 } // namespace farpass::agent

@@ -56,7 +56,7 @@ std::string Session::receive_plaintext(std::string_view bytes)
 	std::string out;
 	decoder_.feed(bytes);
 	try {
-		while (!closed_) {
+		while (!closed_ && !waiting_) {
 			const auto payload = decoder_.next(greeted_ ? max_frame_payload : max_hello_payload);
 			if (!payload)
 				break;
@@ -89,10 +89,32 @@ std::string Session::handle_payload(std::string_view payload)
 {
 	if (!greeted_)
 		return handshake(payload);
-	const json reply = dispatcher_.handle(payload, context_);
-	if (const auto error = reply.find("error"); error != reply.end())
+	Dispatched dispatched = dispatcher_.dispatch(payload, context_);
+	if (dispatched.later && config_.defer) {
+		work_ = std::move(dispatched.later);
+		waiting_ = true;
+		return {};
+	}
+	return reply(dispatched.later ? dispatched.later() : dispatched.reply);
+}
+
+std::string Session::reply(const json &message)
+{
+	if (const auto error = message.find("error"); error != message.end())
 		log_(LogLevel::info, config_.peer_label + ": request failed: " + dump_message(*error));
-	return send(reply);
+	return send(message);
+}
+
+std::string Session::resume(const json &message)
+{
+	if (closed_)
+		return {};
+	waiting_ = false;
+	std::string out = reply(message) + receive_plaintext({});
+	if (!tls_)
+		return out;
+	tls_->send(out);
+	return tls_->take_ciphertext();
 }
 
 std::string Session::handshake(std::string_view body)

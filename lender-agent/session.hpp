@@ -11,8 +11,10 @@
 #include "log.hpp"
 #include "tls.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <string_view>
 
 namespace farpass::agent {
@@ -25,6 +27,9 @@ struct SessionConfig {
 	// bypass TLS, give instead the host the peer has already proved (one of the two is required).
 	const TlsContext *tls = nullptr;
 	std::string authenticated_host = {};
+	// Whoever serves the session runs the off-loop part of a request (take_work(), resume()); otherwise
+	// the session runs it in receive().
+	bool defer = false;
 };
 
 class Session {
@@ -39,6 +44,15 @@ public:
 	// Closes the session for @why (logged), e.g. a deadline the server enforces.
 	void cut(const std::string &why);
 
+	// With SessionConfig::defer: the off-loop part of the request just received, taken once (empty if
+	// none). Until resume() gets its reply no further request is handled (replies stay in order, and a
+	// connection has at most one such request under way).
+	std::function<nlohmann::json()> take_work() { return std::exchange(work_, nullptr); }
+	// The reply the taken work made; returns the bytes to send: it, then the replies to requests
+	// received meanwhile.
+	std::string resume(const nlohmann::json &reply);
+	bool waiting() const { return waiting_; }
+
 	bool closed() const { return closed_; }
 	bool greeted() const { return greeted_; }
 	// True while an unfinished message (or TLS record) is buffered (a stalled sender is cut off).
@@ -47,6 +61,7 @@ public:
 private:
 	std::string receive_plaintext(std::string_view bytes);
 	std::string handle_payload(std::string_view payload);
+	std::string reply(const nlohmann::json &message);
 	std::string handshake(std::string_view body);
 	std::string send(const nlohmann::json &message);
 	void close(LogLevel level, const std::string &why);
@@ -59,6 +74,8 @@ private:
 	CallContext context_;
 	bool greeted_ = false;
 	bool closed_ = false;
+	std::function<nlohmann::json()> work_;
+	bool waiting_ = false;
 };
 
 } // namespace farpass::agent

@@ -405,6 +405,19 @@ TEST_CASE("cluster.status and cluster.devices")
 	CHECK(result["devices"][0]["host"] == "lender-a");
 	CHECK(result["devices"][1]["host"] == "lender-b");
 	CHECK(result["unreachable"] == json::array({{{"host", "lender-c"}, {"error", "connection refused"}}}));
+
+	// The peers are asked off the poll loop: on the loop, cluster.devices only lists this host's devices.
+	bool asked = false;
+	agent.context->call_peer = [&asked](const PeerAddress &, std::string_view, const json &) -> json {
+		asked = true;
+		return {{"devices", json::array()}};
+	};
+	const json request = {{"id", 1}, {"method", "cluster.devices"}};
+	Dispatched dispatched = agent.dispatcher->dispatch(request.dump(), CallContext{Principal::local_admin, ""});
+	REQUIRE(dispatched.later);
+	CHECK_FALSE(asked);
+	CHECK(dispatched.later()["result"]["devices"].size() == 1);
+	CHECK(asked);
 }
 
 TEST_CASE("the first message must be hello with this protocol version; mismatches are numbered errors")

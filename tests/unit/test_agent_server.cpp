@@ -2,7 +2,8 @@
 // a thread as the daemon does: 2000 idle connections and a slow-drip sender do not stop a borrower's
 // calls (connections per address and in total are bounded, the TLS handshake and hello have a
 // deadline); a message begun must be finished in time; out of descriptors, the server pauses accepting
-// instead of spinning, and goes on serving its connections.
+// instead of spinning, and goes on serving its connections; a request waiting on other agents (an
+// off-loop part) does not stop the loop serving other clients.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -19,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -81,11 +83,11 @@ std::vector<int> exhaust_descriptors()
 	return taken;
 }
 
-// The lender-a agent served on 127.0.0.1 by a Server in its own thread.
+// The lender-a agent (or another method table) served on 127.0.0.1 by a Server in its own thread.
 struct ServedAgent {
-	explicit ServedAgent(ServerLimits bounds = limits)
+	explicit ServedAgent(ServerLimits bounds = limits, const Dispatcher *methods = nullptr)
 		: tls(pki().path("lender-a"), "lender-a"),
-		  server(*agent.dispatcher, clock, "lender-a", &tls,
+		  server(methods ? *methods : *agent.dispatcher, clock, "lender-a", &tls,
 			 [this](LogLevel, const std::string &line) {
 				 const std::lock_guard hold(mutex);
 				 log += line + "\n";
@@ -277,4 +279,51 @@ TEST_CASE("out of descriptors, the server pauses accepting and goes on serving i
 	// The connection that waited is accepted now: the hello deadline ends it.
 	CHECK(closed_by_server(waiting, 2s));
 	::close(waiting);
+}
+
+TEST_CASE("a request waiting on other agents (its off-loop part) does not stop the loop serving others; an error there is its reply")
+{
+	std::promise<void> asking, peers_answer;
+	const std::shared_future<void> answered = peers_answer.get_future().share();
+	const auto local = [](const json &, const CallContext &) { return json{{"local", 1}}; };
+	const Dispatcher methods({
+		{"cluster.devices", any_access, {}, local,
+		 [&asking, answered](json handled) {
+			 asking.set_value();
+			 answered.wait(); // a peer that takes its time
+			 handled["peers"] = 2;
+			 return handled;
+		 }},
+		{"cluster.fails", any_access, {}, local,
+		 [](json) -> json { throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH, "lender-b: unreachable"); }},
+		{"device.list", any_access, {}, [](const json &, const CallContext &) { return json{{"devices", json::array()}}; }},
+	});
+	ServedAgent served(limits, &methods);
+	ServedAgent::Client waiting(served), other(served);
+	json listed, then_listed;
+	std::thread caller([&] {
+		listed = waiting.rpc.call("cluster.devices", json::object());
+		then_listed = waiting.rpc.call("device.list", json::object());
+	});
+	asking.get_future().wait();
+	std::string answer;
+	try { // while the peer has not answered (the client's 3 s timeout, were the loop stuck)
+		answer = other.rpc.call("device.list", json::object())["devices"].dump();
+	} catch (const AgentError &e) {
+		answer = e.what();
+	}
+	peers_answer.set_value();
+	caller.join();
+	CHECK(answer == "[]");
+	CHECK(listed == json{{"local", 1}, {"peers", 2}});
+	CHECK(then_listed == json{{"devices", json::array()}});
+	std::string error;
+	try {
+		other.rpc.call("cluster.fails", json::object());
+	} catch (const AgentError &e) {
+		CHECK(e.code() == ErrorCode::peer_unreachable);
+		error = e.what();
+	}
+	CHECK(error == "lender-b: unreachable");
+	CHECK(other.rpc.call("device.list", json::object())["devices"] == json::array());
 }
