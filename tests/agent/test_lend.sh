@@ -6,8 +6,10 @@
 #      NVMe; a VFIO user of an instance (farpass-client vfio-cfg, as QEMU) gets the real NVMe's config
 #      space, borrows it (bus master) and resets it, all through the agents' upcall service;
 #      unlend withdraws the type again;
-#  (b) a peer whose certificate is from another CA is refused by TLS (no answer) and the lender logs it;
-#  (c) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
+#  (b) a lease borrower1's agent finds in its borrower.json at start, of a device its kernel has no borrow
+#      of (DMA_LAYOUT: ENODATA), is released: logged, and the lender has no borrows left;
+#  (c) a peer whose certificate is from another CA is refused by TLS (no answer) and the lender logs it;
+#  (d) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -70,7 +72,20 @@ expect "$B: ... the type is gone" ntb_wait $B 10 "! test -e $TYPES/$T"
 expect "lender: lend it again" ag_ctl lender lend $LENDER_NVME
 expect "$B: ... announced again, under the same id" ntb_wait $B 20 "test -d $TYPES/$T"
 
-echo "# (b) a certificate from another CA"
+echo "# (b) a lease without a borrow is released"
+expect "$B: stop the agent" ag_stop $B
+lease=$(ag_peer $B call lease.acquire "'{\"pci\": \"$LENDER_NVME\"}'" | jq -r .lease)
+expect_eq "lender: $B holds a lease (taken by fp-peer as $B)" "$(ag_ctl lender --json borrows | jq -r '.leases[0].borrower')" $B
+expect "$B: ... put in borrower.json, as if its agent had held it when it stopped" rig_run $B -- \
+	"jq --arg l $lease '(.devices[] | select(.pci == \"$LENDER_NVME\")).lease = {id: \$l, lease_ms: 10000, releasing: false}' \
+	/var/lib/farpass/borrower.json >/tmp/borrower.json && mv /tmp/borrower.json /var/lib/farpass/borrower.json"
+expect "$B: farpass-agent starts again" ag_start $B
+expect "$B: it releases the lease its kernel has no borrow of" \
+	ag_wait_log $B 20 "lender/$LENDER_NVME is leased but not borrowed here \(.*\); releasing the lease"
+ag_log $B | grep -E "leased but not borrowed|gave back" | tail -2
+expect "lender: no borrows left" ntb_wait lender 20 "test \"\$($FP_CTL borrows)\" = 'no borrows'"
+
+echo "# (c) a certificate from another CA"
 "$FARPASS_TOP/tests/make-pki.sh" ca "$RIGDIR/other-ca"
 "$FARPASS_TOP/tests/make-pki.sh" host "$RIGDIR/other-ca" "$RIGDIR/$B/intruder-pki" $B
 # It trusts the cluster's CA too, so it gets as far as showing its own certificate to the lender.
