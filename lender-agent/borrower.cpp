@@ -7,6 +7,7 @@
 #include <chrono>
 #include <limits>
 #include <set>
+#include <utility>
 
 namespace farpass::agent {
 
@@ -161,6 +162,7 @@ void Borrower::tick()
 	}
 	check_borrows();
 	renew_due();
+	save_changes();
 	publish_view();
 }
 
@@ -350,6 +352,7 @@ void Borrower::serve_upcalls()
 			const auto started = std::chrono::steady_clock::now();
 			const UpcallReply reply = handle(*upcall);
 			kernel_.complete(upcall->seq, reply);
+			save_changes();
 			// The first few upcalls and every slow one (time to answer, against the kernel's deadline).
 			const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
 						  std::chrono::steady_clock::now() - started)
@@ -395,10 +398,16 @@ UpcallReply Borrower::serve(const Upcall &upcall)
 			borrow(*device);
 			break;
 		case UpcallOp::give_back:
-			// 0 only once the lender confirmed: until then the kernel keeps the DMA window range
-			// quarantined (the lender may still map it), and the release goes on in the background.
-			if (device->lease)
-				release(*device);
+			// 0 only once the lender confirmed. Until then EINPROGRESS (the release goes on in the
+			// background): farpass.ko keeps the DMA window range quarantined, as the lender may still
+			// map it, and, unlike for ETIMEDOUT, does not take the instance for dead.
+			if (device->lease) {
+				try {
+					release(*device);
+				} catch (const AgentError &) { // logged
+					reply.error = -EINPROGRESS;
+				}
+			}
 			break;
 		case UpcallOp::config_read: {
 			// Before the borrow (the kernel's capability scan) without a lease: allowed on a free device.
@@ -492,15 +501,14 @@ void Borrower::release(AnnouncedDevice &device)
 			lease.release_backoff_ms = first ? retry_ms : std::min(lease.release_backoff_ms * 2, max_release_retry_ms);
 			lease.renew_at_ms = clock_.monotonic_ms() + lease.release_backoff_ms;
 			lease.releasing = true;
-			if (first)
-				persist();
+			unsaved_ |= first;
 			log_(LogLevel::warning, "borrower: releasing the lease on " + key + ": " + e.what() + "; trying again in " +
 							std::to_string(lease.release_backoff_ms) + " ms");
 			throw;
 		}
 	}
 	device.lease.reset();
-	persist();
+	unsaved_ = true;
 	log_(LogLevel::info, "borrower: gave back " + key);
 }
 
@@ -568,6 +576,15 @@ std::uint32_t Borrower::allocate_id(const std::string &lender_host, const std::s
 	while (used.count(id))
 		id = (id + 1) & 0x7fffffffu;
 	return id;
+}
+
+// A release's outcome is saved after the upcall is answered (writing the state file can take longer
+// than the kernel's deadline leaves): an agent that dies in between finds the lease again at its start,
+// and the lender (or the kernel, check_borrows()) tells it the lease is over.
+void Borrower::save_changes()
+{
+	if (std::exchange(unsaved_, false))
+		persist();
 }
 
 void Borrower::persist() const

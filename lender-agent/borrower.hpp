@@ -16,7 +16,7 @@
 // - Each upcall is answered within its timeout_ms: every call to the lender gets only the time left,
 //   and a borrow that could not finish in time is undone (its lease released).
 // - A lease ends only when the lender confirms it (lease.release answered, or the lease unknown there):
-//   an unconfirmed release is answered with its error (the kernel keeps the DMA window range
+//   an unconfirmed release is answered EINPROGRESS (the kernel keeps the DMA window range
 //   quarantined) and retried in the background, persisted, until the lender confirms.
 // - A held lease the kernel has no borrow for (DMA_LAYOUT: ENODATA) is released: checked every tick,
 //   so at once after a restart.
@@ -104,6 +104,7 @@ private:
 	const PeerAddress &lender_of(const AnnouncedDevice &device) const;
 	nlohmann::json call_lender(const AnnouncedDevice &device, std::string_view method, nlohmann::json params);
 	std::uint32_t allocate_id(const std::string &lender_host, const std::string &pci_address) const;
+	void save_changes();
 	void persist() const;
 	void publish_view();
 
@@ -118,6 +119,7 @@ private:
 	bool kernel_was_available_ = true;
 	std::uint64_t upcalls_served_ = 0;
 	std::optional<std::int64_t> deadline_ms_; // while serving an upcall: when its time is up
+	bool unsaved_ = false;			  // a release changed the state: saved by save_changes()
 	std::map<std::string, AnnouncedDevice> devices_;
 	std::map<std::string, std::uint32_t> ids_; // every id ever given on this host, kept stable
 	mutable std::mutex view_lock_;		    // protects view_

@@ -11,6 +11,8 @@
 #   ag_ctl VM ARGS...           farpassctl in VM
 #   ag_peer VM ARGS...          fp-peer in VM as host VM with VM's certificate, towards the lender's agent
 #   ag_log VM                   the agent's log (stderr with <N> priority prefixes)
+#   ag_wait_log VM S REGEX      true once the agent's log matches, within S seconds
+#   ag_wait_count VM S REGEX N  true once more than N of its lines match, within S seconds
 
 FP_AGENT=$FARPASS_BUILD/lender-agent/farpass-agent
 FP_CTL=$FARPASS_BUILD/lender-agent/farpassctl
@@ -94,6 +96,16 @@ ag_wait_log() {
 	local vm=$1 seconds=$2 regex=$3 i
 	for ((i = 0; i < seconds * 5; i++)); do
 		grep -Eq "$regex" "$RIGDIR/$vm/agent.log" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# ag_wait_count VM SECONDS REGEX N: true once more than N lines of the agent's log of VM match.
+ag_wait_count() {
+	local vm=$1 seconds=$2 regex=$3 n=$4 i
+	for ((i = 0; i < seconds * 5; i++)); do
+		(($(grep -Ec "$regex" "$RIGDIR/$vm/agent.log" 2>/dev/null) > n)) && return 0
 		sleep 0.2
 	done
 	return 1

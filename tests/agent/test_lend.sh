@@ -8,8 +8,13 @@
 #      unlend withdraws the type again;
 #  (b) a lease borrower1's agent finds in its borrower.json at start, of a device its kernel has no borrow
 #      of (DMA_LAYOUT: ENODATA), is released: logged, and the lender has no borrows left;
-#  (c) a peer whose certificate is from another CA is refused by TLS (no answer) and the lender logs it;
-#  (d) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
+#  (c) a RETURN whose lease.release the lender's agent does not answer (stopped with SIGSTOP while a
+#      VFIO user holds the borrow): borrower1's agent logs that it goes on releasing, and its answer
+#      does not make farpass.ko take the instance for dead (the command register reads back with bus
+#      master off); once the lender's agent runs again the release is confirmed in the background
+#      (logged) and the lender has no borrows;
+#  (d) a peer whose certificate is from another CA is refused by TLS (no answer) and the lender logs it;
+#  (e) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -85,7 +90,27 @@ expect "$B: it releases the lease its kernel has no borrow of" \
 ag_log $B | grep -E "leased but not borrowed|gave back" | tail -2
 expect "lender: no borrows left" ntb_wait lender 20 "test \"\$($FP_CTL borrows)\" = 'no borrows'"
 
-echo "# (c) a certificate from another CA"
+echo "# (c) a RETURN the lender does not confirm"
+borrowed=$(ag_log $B | grep -c "borrowed lender/$LENDER_NVME" || true)
+gave=$(ag_log $B | grep -c "gave back lender/$LENDER_NVME" || true)
+expect "$B: create an instance" rig_run $B -- "echo $U > $TYPES/$T/create"
+rig_run $B -- "rm -f $RIGDIR/$B/go; setsid $FP_CLIENT vfio-cfg $U --before-return $RIGDIR/$B/go \
+	</dev/null >$RIGDIR/$B/vfio-cfg.out 2>&1 &"
+expect "$B: a VFIO user borrows the NVMe and holds it" ag_wait_count $B 20 "borrowed lender/$LENDER_NVME" "$borrowed"
+expect "lender: its agent stops answering (SIGSTOP)" rig_run lender -- "kill -STOP \$(cat $RIGDIR/lender/agent.pid)"
+touch "$RIGDIR/$B/go"
+expect "$B: the VFIO user's RETURN: the agent goes on releasing" \
+	ag_wait_log $B 20 "releasing the lease on lender/$LENDER_NVME: .*; trying again in 1000 ms"
+expect "lender: its agent runs again (SIGCONT)" rig_run lender -- "kill -CONT \$(cat $RIGDIR/lender/agent.pid)"
+expect "$B: the release is confirmed in the background" ag_wait_count $B 30 "gave back lender/$LENDER_NVME" "$gave"
+ag_log $B | grep -E "releasing the lease|gave back" | tail -3
+expect "lender: no borrows left" ntb_wait lender 20 "test \"\$($FP_CTL borrows)\" = 'no borrows'"
+expect "$B: the VFIO user is done" ntb_wait $B 60 "test -s $RIGDIR/$B/vfio-cfg.out"
+expect "... its RETURN's answer (EINPROGRESS) did not make farpass.ko take the instance for dead: bus master reads off" \
+	grep -q "cmd_off=0x2(ok)" "$RIGDIR/$B/vfio-cfg.out"
+expect "$B: remove the instance" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
+
+echo "# (d) a certificate from another CA"
 "$FARPASS_TOP/tests/make-pki.sh" ca "$RIGDIR/other-ca"
 "$FARPASS_TOP/tests/make-pki.sh" host "$RIGDIR/other-ca" "$RIGDIR/$B/intruder-pki" $B
 # It trusts the cluster's CA too, so it gets as far as showing its own certificate to the lender.

@@ -366,6 +366,9 @@ int run_vfio_cfg(const Args &a, bool dead)
 	e |= cfg.read(4, 2, cmd);
 	int bm_on = cfg.write(4, 2, cmd | 0x6);
 	e |= cfg.read(4, 2, cmd_on);
+	// --before-return FILE: borrowed until FILE exists (at most 60 s), so a test can act in between.
+	for (int i = 0; a.has("before-return") && i < 600 && access(a.str("before-return").c_str(), F_OK); i++)
+		usleep(100'000);
 	int bm_off = cfg.write(4, 2, cmd_on & ~0x4u);
 	e |= cfg.read(4, 2, cmd_off);
 	e |= cfg.write(4, 2, cmd_off | 0x4);	// on again: the reset must return it
