@@ -371,8 +371,10 @@ void Borrower::serve_upcalls()
 
 UpcallReply Borrower::handle(const Upcall &upcall)
 {
-	// Every call to the lender gets only what is left of the kernel's deadline.
-	deadline_ms_ = clock_.monotonic_ms() + upcall.timeout_ms;
+	// Every call to the lender gets only what is left of the kernel's deadline, less a quarter (at most
+	// 500 ms) kept for the agent's own work before the answer (logging, on a loaded host).
+	const std::int64_t reserve_ms = std::min<std::int64_t>(upcall.timeout_ms / 4, 500);
+	deadline_ms_ = clock_.monotonic_ms() + upcall.timeout_ms - reserve_ms;
 	const UpcallReply reply = serve(upcall);
 	deadline_ms_.reset();
 	return reply;
