@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export FARPASS_CACHE ?= /var/cache/farpass
 BUILD := build
 
-.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent check-libvirt check-e2e bench clean
+.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent check-libvirt check-e2e bench deb clean
 
 all: build
 
@@ -48,6 +48,14 @@ bench: build
 
 demo: build
 	bash tests/demo.sh
+
+# Debian packages farpass and farpass-dkms (debian/), built by dpkg-buildpackage from a copy of the
+# tree's files (tracked and new, not ignored) and checked by lintian: $(BUILD)/deb/*.deb.
+deb:
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/farpass
+	git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c | tar -x -C $(BUILD)/deb/farpass
+	cd $(BUILD)/deb/farpass && dpkg-buildpackage --build=binary --no-sign
+	lintian --fail-on error,warning $(BUILD)/deb/*.changes
 
 clean:
 	rm -rf $(BUILD) rig-out

@@ -22,7 +22,7 @@ APT_PACKAGES=(
 	libglib2.0-dev libpixman-1-dev meson ninja-build libfdt-dev libattr1-dev libcap-ng-dev libslirp-dev
 	pkg-config python3 qemu-system-x86 qemu-utils seabios ipxe-qemu qemu-system-data mmdebstrap
 	nlohmann-json3-dev doctest-dev iproute2 iputils-ping xz-utils kmod pciutils procps
-	debian-archive-keyring clang libclang-rt-14-dev openssl
+	debian-archive-keyring clang libclang-rt-14-dev openssl debhelper dh-dkms lintian
 )
 SRC_LIST=/etc/apt/sources.list.d/farpass-src.sources
 APT_UPDATED=0

@@ -13,37 +13,11 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/vm-images/env.sh"
 . "$top/tests/rig/ntb-lib.sh"
-
-fail_setup() { printf 'FAIL %s\n' "$*"; exit 1; }
-command -v mmdebstrap >/dev/null || fail_setup "mmdebstrap is not installed (run: vm-images/setup.sh apt)"
-
-# The cached root: keyed by what makes it (suite, variant, sources: those of a Debian 12 installation).
-sources=("deb http://deb.debian.org/debian bookworm main"
-	"deb http://deb.debian.org/debian bookworm-updates main"
-	"deb http://deb.debian.org/debian-security bookworm-security main")
-root=$FARPASS_CACHE/fresh-root-$(printf '%s\n' bookworm minbase "${sources[@]}" | sha256sum | cut -c1-12)
-if [ ! -e "$root/.done" ]; then
-	rm -rf "$root.tmp"
-	echo "building the minimal root $root (once)"
-	mmdebstrap --quiet --variant=minbase bookworm "$root.tmp" "${sources[@]}" ||
-		fail_setup "mmdebstrap of a minimal bookworm root failed"
-	touch "$root.tmp/.done"
-	mv "$root.tmp" "$root"
-fi
+. "$top/tests/unit/fresh-root.sh"
 
 d=$(mktemp -d)
-m=$d/merged
-cleanup() {
-	umount -R "$m" 2>/dev/null || true
-	rm -rf "$d"
-}
-trap cleanup EXIT
-mkdir -p "$d/upper" "$d/work" "$m"
-mount -t overlay overlay -o "lowerdir=$root,upperdir=$d/upper,workdir=$d/work" "$m"
-mount -t proc proc "$m/proc"
-mkdir -p "$m/src"
-mount --bind -o ro "$top" "$m/src"
-cp /etc/resolv.conf "$m/etc/resolv.conf"
+fresh_root_mount "$d"
+m=$FRESH_ROOT
 
 # apt-get install is simulated and its arguments logged; every other apt-get runs for real. env.sh puts
 # /usr/local/sbin first in PATH, so setup.sh's `env ... apt-get install` finds this one.
@@ -66,13 +40,13 @@ EOF
 chmod 755 "$m/usr/local/sbin/apt-get"
 
 packages=$(sed -n '/^APT_PACKAGES=(/,/^)/p' "$top/vm-images/setup.sh" | sed '1d;$d' | tr -s ' \t' '\n\n' | sed '/^$/d' | sort)
-[ "$(wc -l <<<"$packages")" -gt 20 ] || fail_setup "could not read APT_PACKAGES from vm-images/setup.sh"
+[ "$(wc -l <<<"$packages")" -gt 20 ] || fresh_root_fail "could not read APT_PACKAGES from vm-images/setup.sh"
 root_has=$(chroot "$m" dpkg-query -W -f='${Status} ${Package}\n' | awk '/^install ok installed / {print $4}' | sort)
 build_pkgs=$(comm -12 <(echo "$packages") <(echo "$root_has") | grep -vxE 'iproute2|kmod|procps|debian-archive-keyring' || true)
 expect_eq "set-up packages already in the fresh root (apt, kmod and the like aside)" "$build_pkgs" ""
 
 set +e
-chroot "$m" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root bash /src/vm-images/setup.sh apt >"$d/setup.log" 2>&1
+fresh_root_run bash /src/vm-images/setup.sh apt >"$d/setup.log" 2>&1
 rc=$?
 set -e
 sed 's/^/  | /' "$d/setup.log" | tail -n 15
@@ -92,7 +66,7 @@ expect "setup.sh then stopped at the headers check, saying why" \
 expect_eq "setup.sh's status" "$rc" 1 || fails=$((fails + 1))
 
 touch "$m/tmp/apt-install.fail"
-chroot "$m" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root bash /src/vm-images/setup.sh apt >"$d/setup-fail.log" 2>&1 &&
+fresh_root_run bash /src/vm-images/setup.sh apt >"$d/setup-fail.log" 2>&1 &&
 	rc=0 || rc=$?
 sed 's/^/  | /' "$d/setup-fail.log" | tail -n 4
 expect "a failed install: setup.sh names the step and the command" \
