@@ -284,6 +284,15 @@ bool eventfd_fired(int efd)
 
 const char *ename(int err) { return err ? strerrorname_np(err) : "ok"; }
 
+// GET_REGION_INFO of region INDEX of device DEV (without capabilities): 0 or the errno.
+int region_info(int dev, uint32_t index, vfio_region_info &ri)
+{
+	ri = {};
+	ri.argsz = sizeof(ri);
+	ri.index = index;
+	return ioctl(dev, VFIO_DEVICE_GET_REGION_INFO, &ri) ? errno : 0;
+}
+
 int run_vfio_cfg(const Args &a, bool dead)
 {
 	if (a.positional.empty())
@@ -292,11 +301,9 @@ int run_vfio_cfg(const Args &a, bool dead)
 	std::string what;
 	if (int err = vfio_open(a.positional[0], v, what))
 		return finish(a, err, what);
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
 	if (ri.size != 4096 || (ri.flags & 3) != (VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE))
 		return finish(a, EINVAL, "config region size/flags");
 	Cfg cfg{v.dev, ri.offset};
@@ -874,11 +881,9 @@ int run_vfio_dma(const Args &a, int fd)
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, lower half");
 	if (int err = vfio_dma_map(v.container, hi + size / 2, iova_hi + size / 2, size / 2, false))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, upper half");
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ri.offset};
 	uint32_t cmd = 0;
 	if (int err = cfg.read(4, 2, cmd))
@@ -1012,18 +1017,14 @@ int run_vfio_bar(const Args &a)
 	std::string what;
 	if (int err = vfio_open(a.positional[0], v, what))
 		return finish(a, err, what);
-	vfio_region_info bar{};
-	bar.argsz = sizeof(bar);
-	bar.index = VFIO_PCI_BAR0_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &bar))
-		return finish(a, errno, "GET_REGION_INFO");
+	vfio_region_info bar;
+	if (int err = region_info(v.dev, VFIO_PCI_BAR0_REGION_INDEX, bar))
+		return finish(a, err, "GET_REGION_INFO");
 	const uint64_t off = a.num("offset", 0);
 	std::string detail;
-	vfio_region_info ci{};
-	ci.argsz = sizeof(ci);
-	ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ci;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ci))
+		return finish(a, err, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ci.offset};
 	uint32_t cmd = 0;
 	if (a.has("borrow")) {
@@ -1117,11 +1118,9 @@ int run_vfio_irq(const Args &a)
 					    std::to_string(ii.count));
 	}
 
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ri.offset};
 	int e0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
 	    e2 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1450,11 +1449,9 @@ int run_nvme_identify(const Args &a)
 	if (!(info.flags & VFIO_DEVICE_FLAGS_PCI) || info.num_regions <= VFIO_PCI_CONFIG_REGION_INDEX ||
 	    info.num_irqs <= VFIO_PCI_MSIX_IRQ_INDEX)
 		return finish(a, EINVAL, "not a VFIO PCI device");
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ri.offset};
 	Bar bar;
 	if (int err = bar.map(v.dev, VFIO_PCI_BAR0_REGION_INDEX, a.has("no-mmap"), what))

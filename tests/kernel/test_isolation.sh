@@ -32,12 +32,7 @@ set -euo pipefail
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
 
-EDU_ADDR=0000:00:06.0
-export RIG_LENDER_EXTRA="-device edu,addr=0x6"
-rig_up --borrowers 1
-B=borrower1
-NTB=$(ntb_pci $B)
-LNTB=$(ntb_pci lender)
+fp_rig_up_edu
 fp_load lender
 fp_load $B
 expect "borrower: farpass link up" ntb_wait $B 60 "grep -qx 'link up' $FP_DBG/$NTB/link"
