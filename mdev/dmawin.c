@@ -42,6 +42,7 @@ struct fp_dmawin {
 	struct fp_win_layout layout;	/* immutable once on the list */
 	struct page **pages[FP_WIN_MAX_SLOTS];	/* per slot page; NULL = not pinned; caller's dma_lock */
 	atomic64_t pinned;		/* pages pinned now (DMA_LAYOUT reads it without dma_lock) */
+	bool quarantined;		/* fp_dmawin_lock: no pages, the lender may still map the range */
 };
 
 static DEFINE_MUTEX(fp_dmawin_lock);
@@ -314,14 +315,49 @@ out_free:
 	return ret;
 }
 
-void fp_dmawin_destroy(struct fp_dmawin *w)
+/* Free the quarantined windows of @link (of its device @device_id only, unless @all). */
+static void fp_dmawin_lift(struct fp_link *link, bool all, u32 device_id)
 {
-	mutex_lock(&fp_dmawin_lock);
-	list_del(&w->node);		/* no longer in DMA_LAYOUT answers */
-	mutex_unlock(&fp_dmawin_lock);
+	struct fp_dmawin *w, *tmp;
+
+	lockdep_assert_held(&fp_dmawin_lock);
+	list_for_each_entry_safe(w, tmp, &fp_dmawins, node) {
+		if (w->link != link || !w->quarantined || (!all && w->device_id != device_id))
+			continue;
+		list_del(&w->node);
+		fp_count(FP_C_DMA_QUARANTINED, -1);
+		kfree(w);
+	}
+}
+
+void fp_dmawin_destroy(struct fp_dmawin *w, bool returned)
+{
+	/*
+	 * Unmapped (IOTLB flushed) and unpinned while the range is still listed: a concurrent borrow
+	 * cannot be placed on pages the NTB still reaches.
+	 */
 	fp_dmawin_release_pages(w);
 	fp_count(FP_C_DMA_WINDOWS, -1);
+	mutex_lock(&fp_dmawin_lock);
+	if (returned) {
+		/* The lender ended this device's lease: none of its earlier ranges is mapped there either. */
+		fp_dmawin_lift(w->link, false, w->device_id);
+	} else if (w->span) {
+		w->quarantined = true;
+		fp_count(FP_C_DMA_QUARANTINED, 1);
+		w = NULL;
+	}
+	if (w)
+		list_del(&w->node);
+	mutex_unlock(&fp_dmawin_lock);
 	kfree(w);
+}
+
+void fp_dmawin_link_down(struct fp_link *link)
+{
+	mutex_lock(&fp_dmawin_lock);
+	fp_dmawin_lift(link, true, 0);
+	mutex_unlock(&fp_dmawin_lock);
 }
 
 /* Map pages [from, to) of slot @i again after a cut; if that fails, they go (unreachable anyway). */
@@ -425,7 +461,7 @@ int fp_dmawin_layout(struct farpass_dma_layout *l)
 	BUILD_BUG_ON(FARPASS_DMA_SLOTS < FP_WIN_MAX_SLOTS);
 	mutex_lock(&fp_dmawin_lock);
 	list_for_each_entry(w, &fp_dmawins, node) {
-		if (w->device_id != l->device_id)
+		if (w->device_id != l->device_id || w->quarantined)
 			continue;
 		l->nr_slots = w->layout.nr;
 		for (i = 0; i < w->layout.nr; i++) {

@@ -76,6 +76,8 @@ static inline struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
 	return container_of(vdev, struct fp_mdev, vdev);
 }
 
+/* mdev.c: the driver of every link's mdev parent (registered by types.c). */
+extern struct mdev_driver fp_mdev_driver;
 /* mdev.c: build the virtual config space at the first access after open (takes scan_lock). */
 void fp_cfg_ready(struct fp_mdev *fm);
 

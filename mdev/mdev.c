@@ -1,21 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * mdev.c - the borrower role: an mdev parent on each NTB's PCI device (libvirt's nodedev only accepts
- * PCI/css/ap parents), one mdev type per remote device the agent announced on that link, and a VFIO
- * device per instance.
- *
- * Types come and go while Linux 6.1 registers all of a parent's types at mdev_register_parent() (an
- * array of struct mdev_type) and offers no way to add or remove one later. farpass therefore
- * RE-REGISTERS the link's parent with the new type table on every announce/withdraw. That is only
- * safe with no instance on the parent (unregistering removes instances), so:
- *  - with no instance on the link: done at once (the type appears/disappears before the ioctl returns);
- *  - otherwise the change is recorded (the ioctl reports FARPASS_*_F_PENDING) and applied by
- *    rereg_work when the link's last instance is removed.
- * Re-registration keeps type names stable ("<ntb driver>-farpass-<lender>-<device id>"), which fixed
- * pre-registered "slots" could not: libvirt domain XML names the type, so the same remote device must
- * have the same type name on every borrower (cold migration). The price is the pending state.
- *
- * Each remote device can be passed to one VM at a time: one instance per type.
+ * mdev.c - the borrower role's instances: the mdev driver of every link's parent (types.c) and a
+ * VFIO device per instance. Each remote device can be passed to one VM at a time: one instance per type.
  *
  * VFIO device: the config region is virtualised (cfg.c decides, fp_cfg_access() serves; forwarded
  * registers go to the agent as CFG_READ/CFG_WRITE upcalls), bus-master enable/clear and reset are
@@ -48,254 +34,6 @@
 #include "types.h"
 #include "upcall.h"
 #include "xwin.h"
-
-static struct mdev_driver fp_mdev_driver;
-
-static void fp_rereg_work(struct work_struct *work)
-{
-	struct fp_link *link = container_of(work, struct fp_link, rereg_work);
-	int ret;
-
-	mutex_lock(&fp_lock);
-	if (!link->dying && link->rereg_pending) {
-		ret = fp_link_sync_types(link);
-		if (ret && ret != -EBUSY)
-			dev_err(&link->pdev->dev, "farpass: deferred type update failed: %pe\n", ERR_PTR(ret));
-	}
-	mutex_unlock(&fp_lock);
-}
-
-void fp_link_types_init(struct fp_link *link)
-{
-	INIT_WORK(&link->rereg_work, fp_rereg_work);
-}
-
-/* Under fp_lock, or without it once the link is dying (fp_link_types_teardown()). */
-static void fp_link_unregister(struct fp_link *link)
-{
-	unsigned int i;
-
-	if (!link->dying)
-		lockdep_assert_held(&fp_lock);
-	if (link->parent_registered) {
-		mdev_unregister_parent(&link->parent);
-		link->parent_registered = false;
-		fp_count(FP_C_TYPES, -(long long)link->nr_types);
-		fp_count(FP_C_PARENTS, -1);
-	}
-	for (i = 0; i < link->nr_types; i++) {
-		struct fp_type *ft = container_of(link->types[i], struct fp_type, type);
-
-		ft->rdev->registered = false;
-		kfree(ft);
-	}
-	kfree(link->types);
-	link->types = NULL;
-	link->nr_types = 0;
-}
-
-static void fp_rdev_free(struct fp_rdev *rdev)
-{
-	lockdep_assert_held(&fp_lock);
-	list_del(&rdev->node);
-	kfree(rdev);
-	fp_count(FP_C_DEVICES, -1);
-}
-
-int fp_link_sync_types(struct fp_link *link)
-{
-	struct fp_rdev *rdev, *tmp;
-	struct mdev_type **types;
-	struct fp_type *ft;
-	unsigned int n = 0;
-	int ret;
-
-	lockdep_assert_held(&fp_lock);
-	spin_lock(&link->inst_lock);
-	if (link->nr_instances) {
-		link->rereg_pending = true;
-		spin_unlock(&link->inst_lock);
-		return -EBUSY;
-	}
-	link->rereg_busy = true;
-	spin_unlock(&link->inst_lock);
-
-	fp_link_unregister(link);
-	list_for_each_entry_safe(rdev, tmp, &fp_devices, node) {
-		if (rdev->link != link)
-			continue;
-		if (rdev->withdrawn)
-			fp_rdev_free(rdev);
-		else
-			n++;
-	}
-
-	ret = -ENOMEM;
-	types = kcalloc(max(n, 1U), sizeof(*types), GFP_KERNEL);
-	if (!types)
-		goto out_clear_busy;
-	link->types = types;
-	list_for_each_entry(rdev, &fp_devices, node) {
-		if (rdev->link != link)
-			continue;
-		ft = kzalloc(sizeof(*ft), GFP_KERNEL);
-		if (!ft)
-			goto out_free_types;
-		ft->rdev = rdev;
-		ft->type.sysfs_name = rdev->sysfs_name;
-		ft->type.pretty_name = rdev->pretty_name;
-		types[link->nr_types++] = &ft->type;
-	}
-
-	ret = mdev_register_parent(&link->parent, &link->pdev->dev, &fp_mdev_driver,
-				   types, link->nr_types);
-	if (ret)
-		goto out_free_types;
-	for (n = 0; n < link->nr_types; n++)
-		fp_rdev_of(types[n])->registered = true;
-	link->parent_registered = true;
-	link->rereg_pending = false;
-	fp_count(FP_C_PARENTS, 1);
-	fp_count(FP_C_TYPES, link->nr_types);
-	goto out_clear_busy;
-
-out_free_types:
-	fp_link_unregister(link);
-	dev_err(&link->pdev->dev, "farpass: mdev parent registration failed: %pe\n", ERR_PTR(ret));
-out_clear_busy:
-	spin_lock(&link->inst_lock);
-	link->rereg_busy = false;
-	spin_unlock(&link->inst_lock);
-	return ret;
-}
-
-void fp_link_types_teardown(struct fp_link *link)
-{
-	struct fp_rdev *rdev, *tmp;
-
-	lockdep_assert_not_held(&fp_lock);
-	WARN_ON_ONCE(!link->dying);
-	spin_lock(&link->inst_lock);
-	link->rereg_busy = true;	/* no new instance */
-	link->rereg_pending = false;
-	spin_unlock(&link->inst_lock);
-	/*
-	 * Removes the instances, waiting for their VFIO users to let go (however long a guest ignores
-	 * the request): without fp_lock, so the other links' ioctls go on. Nothing else touches a dying
-	 * link's parent (rereg_work and WITHDRAW check `dying`; ANNOUNCE no longer finds the link).
-	 */
-	fp_link_unregister(link);
-	mutex_lock(&fp_lock);
-	list_for_each_entry_safe(rdev, tmp, &fp_devices, node)
-		if (rdev->link == link)
-			fp_rdev_free(rdev);
-	mutex_unlock(&fp_lock);
-}
-
-int fp_device_announce(const struct farpass_announce *desc, u32 *flags)
-{
-	struct fp_link *link;
-	struct fp_rdev *rdev;
-	unsigned int count = 0;
-	int ret;
-
-	mutex_lock(&fp_lock);
-	link = fp_link_find(desc->ntb);
-	if (!link) {
-		ret = -ENODEV;
-		goto out_unlock;
-	}
-	list_for_each_entry(rdev, &fp_devices, node) {
-		if (rdev->desc.device_id == desc->device_id) {
-			ret = -EEXIST;
-			goto out_unlock;
-		}
-		count++;
-	}
-	if (count >= FARPASS_MAX_DEVICES) {
-		ret = -ENOSPC;
-		goto out_unlock;
-	}
-	ret = fp_bar_slots_check(link, desc);
-	if (ret)
-		goto out_unlock;
-	rdev = kzalloc(sizeof(*rdev), GFP_KERNEL);
-	if (!rdev) {
-		ret = -ENOMEM;
-		goto out_unlock;
-	}
-	rdev->link = link;
-	rdev->desc = *desc;
-	if (fp_type_sysfs_name(rdev->sysfs_name, sizeof(rdev->sysfs_name), desc->lender,
-			       desc->device_id) < 0 ||
-	    fp_type_pretty_name(rdev->pretty_name, sizeof(rdev->pretty_name), desc->lender,
-				desc->vendor, desc->device, desc->lender_addr) < 0) {
-		ret = -EINVAL;	/* cannot happen with validated names; keep the check */
-		goto out_free_rdev;
-	}
-	list_add_tail(&rdev->node, &fp_devices);
-	fp_count(FP_C_DEVICES, 1);
-
-	ret = fp_link_sync_types(link);
-	if (ret == -EBUSY) {
-		*flags |= FARPASS_ANNOUNCE_F_PENDING;
-		ret = 0;
-	} else if (ret) {
-		fp_rdev_free(rdev);
-		/* The other devices of the link lost their types too: try to restore them. */
-		if (fp_link_sync_types(link))
-			dev_err(&link->pdev->dev, "farpass: no mdev parent on this link now\n");
-	}
-	goto out_unlock;
-
-out_free_rdev:
-	kfree(rdev);
-out_unlock:
-	mutex_unlock(&fp_lock);
-	return ret;
-}
-
-int fp_device_withdraw(u32 device_id, u32 *flags)
-{
-	struct fp_rdev *rdev;
-	bool found = false;
-	int ret;
-
-	mutex_lock(&fp_lock);
-	list_for_each_entry(rdev, &fp_devices, node) {
-		if (rdev->desc.device_id == device_id && !rdev->withdrawn) {
-			found = true;
-			break;
-		}
-	}
-	if (!found || rdev->link->dying) {
-		ret = -ENOENT;	/* a dying link's devices go with it */
-		goto out_unlock;
-	}
-	spin_lock(&rdev->link->inst_lock);
-	if (rdev->claimed) {
-		spin_unlock(&rdev->link->inst_lock);
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	rdev->withdrawn = true;
-	spin_unlock(&rdev->link->inst_lock);
-
-	if (!rdev->registered) {
-		/* Announced while the link was busy and never registered: nothing to unregister. */
-		fp_rdev_free(rdev);
-		ret = 0;
-		goto out_unlock;
-	}
-	ret = fp_link_sync_types(rdev->link);	/* frees rdev when it succeeds */
-	if (ret == -EBUSY) {
-		*flags |= FARPASS_WITHDRAW_F_PENDING;
-		ret = 0;
-	}
-out_unlock:
-	mutex_unlock(&fp_lock);
-	return ret;
-}
 
 /* ------------------------------------------------------------------------------ vfio_device_ops */
 
@@ -336,7 +74,8 @@ static int fp_call(struct fp_mdev *fm, u32 op, u64 arg0, u64 arg1, u64 arg2, u64
 	u64 data[FP_UPCALL_NARGS];
 	int ret;
 
-	if (fp_dead(fm))
+	/* RETURN goes out even then: until the lender confirms it, our window range stays quarantined. */
+	if (fp_dead(fm) && op != FARPASS_UPCALL_RETURN)
 		return -ENODEV;
 	ret = fp_upcall(op, fm->rdev->desc.device_id, args, data);
 	if (ret == -ETIMEDOUT || ret == -ENOTCONN)
@@ -514,11 +253,12 @@ static int fp_irq_upcall(struct fp_mdev *fm, int index, u32 count)
 	return fp_call(fm, FARPASS_UPCALL_SET_IRQS, fm->instance, index, count, NULL);
 }
 
-static void fp_dma_destroy(struct fp_mdev *fm)
+/* Our DMA window goes; its range stays quarantined unless the lender confirmed the lease ended. */
+static void fp_dma_destroy(struct fp_mdev *fm, bool returned)
 {
 	mutex_lock(&fm->dma_lock);
 	if (fm->dmawin)
-		fp_dmawin_destroy(fm->dmawin);
+		fp_dmawin_destroy(fm->dmawin, returned);
 	fm->dmawin = NULL;
 	mutex_unlock(&fm->dma_lock);
 }
@@ -526,15 +266,17 @@ static void fp_dma_destroy(struct fp_mdev *fm)
 /*
  * Give the device back: the BAR mmaps revoked, then RETURN (the lender stops the device and unmaps
  * its side), then the interrupt bridge and our DMA window (unmapped, IOTLB flushed, then unpinned).
- * A failed RETURN still ends the borrow here: the lender resets what it takes back.
+ * A failed RETURN still ends the borrow here, but not the lender's possible mappings of the window.
  */
 static void fp_return(struct fp_mdev *fm)
 {
+	int ret;
+
 	lockdep_assert_held(&fm->bm_lock);
 	fp_bar_lease(fm, false);
-	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+	ret = fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
 	fp_irq_detach(fm->rdev->link, fm->rdev->desc.irq_slot);
-	fp_dma_destroy(fm);
+	fp_dma_destroy(fm, !ret);
 	spin_lock(&fm->state_lock);
 	WRITE_ONCE(fm->borrowed, false);
 	spin_unlock(&fm->state_lock);
@@ -563,6 +305,8 @@ static int fp_borrow(struct fp_mdev *fm)
 	}
 	t1 = ktime_get_ns();
 	ret = fp_call(fm, FARPASS_UPCALL_BORROW, fm->instance, 0, 0, NULL);
+	if (ret == -ETIMEDOUT || ret == -ENOTCONN || ret == -EINTR)
+		goto out_return;	/* no answer: the lender may have mapped the lease */
 	if (ret)
 		goto out_destroy;
 	st.upcall_ns = ktime_get_ns() - t1;
@@ -571,8 +315,11 @@ static int fp_borrow(struct fp_mdev *fm)
 	 * that just looks at config space, nothing to bridge.
 	 */
 	ret = fp_xwin_ready(link) ? fp_irq_attach(link, slot, fp_irq_deliver, fm) : 0;
-	if (ret)
+	if (ret) {
+		dev_warn_ratelimited(fm->vdev.dev, "farpass: interrupt slot %u of device %u: %pe\n", slot,
+				     fm->rdev->desc.device_id, ERR_PTR(ret));
 		goto out_return;
+	}
 	fp_bar_lease(fm, true);
 	spin_lock(&fm->state_lock);
 	WRITE_ONCE(fm->borrowed, true);
@@ -588,11 +335,10 @@ static int fp_borrow(struct fp_mdev *fm)
 	return 0;
 
 out_return:
-	dev_warn_ratelimited(fm->vdev.dev, "farpass: interrupt slot %u of device %u: %pe\n", slot,
-			     fm->rdev->desc.device_id, ERR_PTR(ret));
-	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+	fp_dma_destroy(fm, !fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL));
+	return ret;
 out_destroy:
-	fp_dma_destroy(fm);
+	fp_dma_destroy(fm, true);	/* the agent refused: nothing mapped on the lender */
 	return ret;
 }
 
@@ -1250,7 +996,7 @@ static ssize_t fp_mdev_show_description(struct mdev_type *mtype, char *buf)
 			  d->lender_addr[0] ? " at " : "", d->lender_addr, d->ntb, d->device_id);
 }
 
-static struct mdev_driver fp_mdev_driver = {
+struct mdev_driver fp_mdev_driver = {
 	.device_api = VFIO_DEVICE_API_PCI_STRING,
 	.driver = {
 		.name = FP_NAME,

@@ -25,6 +25,7 @@
 #include <linux/slab.h>
 
 #include "counters.h"
+#include "dmawin.h"
 #include "fp.h"
 #include "irqbridge.h"
 #include "link.h"
@@ -171,6 +172,8 @@ static void fp_link_work(struct work_struct *work)
 		link->hs_err = -ENOLINK;
 		cancel_delayed_work(&link->hello_work);
 		fp_irq_link_down(link);
+		/* No lease outlives the link: ranges whose RETURN was never confirmed are free. */
+		fp_dmawin_link_down(link);
 	}
 out_unlock:
 	mutex_unlock(&link->ctrl_lock);
@@ -375,6 +378,8 @@ static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	mutex_unlock(&fp_lock);
 	fp_link_types_teardown(link);
 	cancel_work_sync(&link->rereg_work);
+	/* No instance is left to hold a DMA window: only quarantined ranges remain. */
+	fp_dmawin_link_down(link);
 	/* The lender side: the agent's mappings of our windows go before the NTB driver unmaps them. */
 	fp_win_link_teardown(link);
 	/* The peer loses the lent BARs before the link goes. */

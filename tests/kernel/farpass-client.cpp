@@ -11,11 +11,12 @@
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
 //   farpass-client upcall-get [--nonblock] [--wait-ms N]  (one UPCALL_GET, no reply)
 //   farpass-client upcall-reply --seq N [--error E] [--flags N]
-//   farpass-client agent [--log FILE] [--delay-ms N] [--msix-table X]  (serve upcalls until killed: poll(2), then
-//                  UPCALL_GET non-blocking; CFG_READ/WRITE on a fake lender's config space, an NVMe-like
-//                  device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per request;
-//                  --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
-//                  0x2000 (BAR0 at 0x2000))
+//   farpass-client agent [--log FILE] [--delay-ms N] [--msix-table X] [--ignore OP,...]  (serve upcalls until
+//                  killed: poll(2), then UPCALL_GET non-blocking; CFG_READ/WRITE on a fake lender's config
+//                  space, an NVMe-like device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per
+//                  request; --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
+//                  0x2000 (BAR0 at 0x2000); --ignore: requests of these ops (RETURN, RESET, ...) are
+//                  logged and never answered)
 //   farpass-client vfio-bar UUID [--borrow] [--offset X] [--write V] [--len N] [--mmap] [--lease]
 //                  [--cfg-offset X]  (--borrow: bus master on first, off last: "bm_on= ... bm_off=";
 //                  BAR0's region as QEMU's trapped accesses: a 4-byte pwrite of V at X if asked, then a
@@ -45,6 +46,14 @@
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
+//   farpass-client vfio-borrow UUID --id N [--mb M] [--when-grows FILE] [--hold-until FILE] [--then off|reset]
+//                  (as QEMU: M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB; with --when-grows, print
+//                  "ready", wait until FILE grows (1 ms polls), then 200 ms; bus master on (BORROW), DMA_LAYOUT:
+//                  "bm_on= bm_ms= pinned_all=(debugfs pinned_pages counter then) offset=SLOT0'S-WINDOW-OFFSET
+//                  pinned=" (with --hold-until also at once, as
+//                  "borrowed ..."); then (once FILE exists, at most 300 s) bus
+//                  master off (RETURN) or VFIO_DEVICE_RESET: "then= then_ms="; then close; the buffer's
+//                  pages are physically apart, one IOMMU mapping each)
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P slots=GPA+SIZE,...")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
@@ -445,6 +454,7 @@ int run_agent(const Args &a, int fd)
 	if (a.has("msix-table"))
 		devcfg.put(0x64, static_cast<uint32_t>(a.num("msix-table", 0)), 4);
 	unsigned delay_ms = static_cast<unsigned>(a.num("delay-ms", 0));
+	const std::string ignore = "," + a.str("ignore") + ",";
 	std::fprintf(log, "ready pid=%d\n", getpid());
 	std::fflush(log);
 	for (;;) {
@@ -496,6 +506,8 @@ int run_agent(const Args &a, int fd)
 					rep.error = -EOPNOTSUPP;
 			}
 			std::fflush(log);
+			if (ignore.find("," + std::string(op_name(r.op)) + ",") != std::string::npos)
+				continue;	// taken, never answered: the kernel's wait times out
 			if (delay_ms)
 				usleep(delay_ms * 1000);
 			if (ioctl(fd, FARPASS_IOCTL_UPCALL_REPLY, &rep)) {
@@ -852,6 +864,19 @@ int vfio_dma_map(int container, void *vaddr, uint64_t iova, uint64_t size, bool 
 	return ioctl(container, VFIO_IOMMU_MAP_DMA, &m) ? errno : 0;
 }
 
+// V's config region (into CFG) and its command register, as QEMU reads them before setting bus master:
+// 0 or an errno, *what says which step failed.
+int cfg_command(const Vfio &v, Cfg &cfg, uint32_t &cmd, std::string &what)
+{
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return what = "GET_REGION_INFO config", err;
+	cfg.base = ri.offset;
+	if (int err = cfg.read(4, 2, cmd))
+		return what = "command", err;
+	return 0;
+}
+
 int run_vfio_dma(const Args &a, int fd)
 {
 	if (a.positional.empty() || !a.has("dir"))
@@ -881,13 +906,10 @@ int run_vfio_dma(const Args &a, int fd)
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, lower half");
 	if (int err = vfio_dma_map(v.container, hi + size / 2, iova_hi + size / 2, size / 2, false))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, upper half");
-	vfio_region_info ri;
-	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
-		return finish(a, err, "GET_REGION_INFO config");
-	Cfg cfg{v.dev, ri.offset};
+	Cfg cfg{v.dev};
 	uint32_t cmd = 0;
-	if (int err = cfg.read(4, 2, cmd))
-		return finish(a, err, "command");
+	if (int err = cfg_command(v, cfg, cmd, what))
+		return finish(a, err, what);
 	double t0 = now_ms();
 	if (int err = cfg.write(4, 2, cmd | 0x6))
 		return finish(a, err, "bus master on (BORROW)");
@@ -946,6 +968,78 @@ int run_vfio_dma(const Args &a, int fd)
 	if (!wait_file(dir + "/go3"))
 		return finish(a, ETIMEDOUT, "go3");
 	return finish(a, uerr ? uerr : off, "");
+}
+
+int run_vfio_borrow(const Args &a, int fd)
+{
+	if (a.positional.empty())
+		return 2;
+	const uint64_t size = a.num("mb", 2) << 20, iova = 1ull << 20;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (buf == MAP_FAILED)
+		return finish(a, errno, "buffer");
+	// Pages faulted in from the end: the allocator hands out ascending frames, so no two neighbours are
+	// physically contiguous and the kernel maps (and unmaps, with an IOTLB flush) each page on its own.
+	madvise(buf, size, MADV_NOHUGEPAGE);
+	for (uint64_t off = size; off; off -= 4096)
+		buf[off - 4096] = 1;
+	if (int err = vfio_dma_map(v.container, buf, iova, size, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA");
+	Cfg cfg{v.dev};
+	uint32_t cmd = 0;
+	if (int err = cfg_command(v, cfg, cmd, what))
+		return finish(a, err, what);
+	if (a.has("when-grows")) {
+		// Ready to borrow at once: wait (1 ms polls, at most 300 s) until the file grows, then 200 ms.
+		const std::string file = a.str("when-grows");
+		const auto size0 = std::filesystem::file_size(file);
+		std::printf("ready\n");
+		std::fflush(stdout);
+		for (int i = 0; std::filesystem::file_size(file) == size0; i++)
+			if (i == 300000)
+				return finish(a, ETIMEDOUT, "when-grows");
+			else
+				usleep(1000);
+		usleep(200000);
+	}
+	double t0 = now_ms();
+	int bm = cfg.write(4, 2, cmd | 0x6);
+	const long bm_ms = static_cast<long>(now_ms() - t0);
+	// Every instance's pinned pages at once, to tell whether another window was still being torn down.
+	unsigned long long all = ~0ull;
+	if (FILE *f = std::fopen("/sys/kernel/debug/farpass/counters", "r")) {
+		char line[128];
+		while (std::fgets(line, sizeof(line), f))
+			if (!std::strncmp(line, "pinned_pages ", 13))
+				all = std::strtoull(line + 13, nullptr, 10);
+		std::fclose(f);
+	}
+	farpass_dma_layout l;
+	int lerr = bm ? bm : dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
+	char detail[160];
+	std::snprintf(detail, sizeof(detail), "bm_on=%s bm_ms=%ld pinned_all=%llu offset=%#llx pinned=%llu", ename(bm),
+		      bm_ms, all, static_cast<unsigned long long>(!lerr && l.nr_slots ? l.slots[0].offset : ~0ull),
+		      static_cast<unsigned long long>(lerr ? 0 : l.pages_pinned));
+	std::string out = detail;
+	if (a.has("hold-until")) {
+		std::printf("borrowed %s\n", detail);
+		std::fflush(stdout);
+		if (!wait_file(a.str("hold-until")))
+			return finish(a, ETIMEDOUT, out + " hold-until");
+	}
+	const std::string then = a.str("then");
+	t0 = now_ms();
+	if (then == "off")
+		out += std::string(" then=") + ename(cfg.write(4, 2, cmd & ~0x4u));
+	else if (then == "reset")
+		out += std::string(" then=") + ename(ioctl(v.dev, VFIO_DEVICE_RESET) ? errno : 0);
+	if (!then.empty())
+		out += " then_ms=" + std::to_string(static_cast<long>(now_ms() - t0));
+	return finish(a, bm ? bm : lerr, out);
 }
 
 int set_irqs(int dev, uint32_t index, uint32_t flags, uint32_t start, uint32_t count, const void *data = nullptr,
@@ -1691,6 +1785,8 @@ int run(const Args &a)
 		return run_window_stamp(a, fd);
 	if (a.action == "vfio-dma")
 		return run_vfio_dma(a, fd);
+	if (a.action == "vfio-borrow")
+		return run_vfio_borrow(a, fd);
 	if (a.action == "dma-layout") {
 		farpass_dma_layout l;
 		int err = dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
