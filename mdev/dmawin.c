@@ -11,10 +11,13 @@
  * the runs it cut. Pages pinned again by a refill are mapped on their own (a run may then span
  * several mappings, each wholly inside it).
  */
+#include <linux/capability.h>
 #include <linux/iommu.h>
 #include <linux/ktime.h>
 #include <linux/mm.h>
 #include <linux/ntb.h>
+#include <linux/overflow.h>
+#include <linux/sched/signal.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/vfio.h>
@@ -145,9 +148,29 @@ static int fp_pin(struct fp_dmawin *w, int i, u64 from, u64 to)
 	return 0;
 }
 
+/*
+ * The pins count against the VFIO user's RLIMIT_MEMLOCK as VFIO's own do (unless it has CAP_IPC_LOCK):
+ * a layout beyond it is refused before its page arrays are allocated.
+ */
+static int fp_dmawin_memlock_check(const struct fp_dmawin *w)
+{
+	u64 pages = 0, locked;
+	int i;
+
+	if (!current->mm || capable(CAP_IPC_LOCK))
+		return 0;
+	for (i = 0; i < w->layout.nr; i++)
+		pages += fp_slot_pages(&w->layout.slots[i]);
+	if (check_add_overflow(pages, (u64)READ_ONCE(current->mm->locked_vm), &locked) ||
+	    locked > rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT)
+		return -ENOMEM;
+	return 0;
+}
+
 static int fp_pin_slot(struct fp_dmawin *w, int i)
 {
-	w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL);
+	/* Charged to the VFIO user's memory cgroup, as the pins are to its RLIMIT_MEMLOCK. */
+	w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL_ACCOUNT);
 	if (!w->pages[i])
 		return -ENOMEM;
 	return fp_pin(w, i, 0, fp_slot_pages(&w->layout.slots[i]));
@@ -290,6 +313,9 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 		goto out_free;
 	t1 = ktime_get_ns();
 
+	ret = fp_dmawin_memlock_check(w);
+	if (ret)
+		goto out_unpin;
 	for (i = 0; i < w->layout.nr; i++) {
 		ret = fp_pin_slot(w, i);
 		if (ret)

@@ -50,7 +50,9 @@
 //                  (as QEMU: M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB; with --when-grows, print
 //                  "ready", wait until FILE grows (1 ms polls), then 200 ms; bus master on (BORROW), DMA_LAYOUT:
 //                  "bm_on= bm_ms= pinned_all=(debugfs pinned_pages counter then) offset=SLOT0'S-WINDOW-OFFSET
-//                  pinned=" (with --hold-until also at once, as
+//                  pinned= charged=(growth of the cgroup's memory.current across bus master on, bytes; -1:
+//                  no cgroup v2)"
+//                  (with --hold-until also at once, as
 //                  "borrowed ..."); then (once FILE exists, at most 300 s) bus
 //                  master off (RETURN) or VFIO_DEVICE_RESET: "then= then_ms="; then close; the buffer's
 //                  pages are physically apart, one IOMMU mapping each)
@@ -107,6 +109,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <linux/vfio.h>
 #include <poll.h>
 #include <signal.h>
@@ -970,6 +973,19 @@ int run_vfio_dma(const Args &a, int fd)
 	return finish(a, uerr ? uerr : off, "");
 }
 
+// This process's cgroup v2 memory.current (bytes charged to it, kernel memory included), or -1.
+long long cgroup_memory()
+{
+	std::ifstream cg("/proc/self/cgroup");
+	std::string line, path;
+	while (std::getline(cg, line))
+		if (line.starts_with("0::"))
+			path = line.substr(3);
+	std::ifstream cur("/sys/fs/cgroup" + path + "/memory.current");
+	long long v;
+	return !path.empty() && cur >> v ? v : -1;
+}
+
 int run_vfio_borrow(const Args &a, int fd)
 {
 	if (a.positional.empty())
@@ -1007,8 +1023,10 @@ int run_vfio_borrow(const Args &a, int fd)
 		usleep(200000);
 	}
 	double t0 = now_ms();
+	const long long mem0 = cgroup_memory();
 	int bm = cfg.write(4, 2, cmd | 0x6);
 	const long bm_ms = static_cast<long>(now_ms() - t0);
+	const long long charged = mem0 < 0 ? -1 : cgroup_memory() - mem0;
 	// Every instance's pinned pages at once, to tell whether another window was still being torn down.
 	unsigned long long all = ~0ull;
 	if (FILE *f = std::fopen("/sys/kernel/debug/farpass/counters", "r")) {
@@ -1020,10 +1038,10 @@ int run_vfio_borrow(const Args &a, int fd)
 	}
 	farpass_dma_layout l;
 	int lerr = bm ? bm : dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
-	char detail[160];
-	std::snprintf(detail, sizeof(detail), "bm_on=%s bm_ms=%ld pinned_all=%llu offset=%#llx pinned=%llu", ename(bm),
-		      bm_ms, all, static_cast<unsigned long long>(!lerr && l.nr_slots ? l.slots[0].offset : ~0ull),
-		      static_cast<unsigned long long>(lerr ? 0 : l.pages_pinned));
+	char detail[192];
+	std::snprintf(detail, sizeof(detail), "bm_on=%s bm_ms=%ld pinned_all=%llu offset=%#llx pinned=%llu charged=%lld",
+		      ename(bm), bm_ms, all, static_cast<unsigned long long>(!lerr && l.nr_slots ? l.slots[0].offset : ~0ull),
+		      static_cast<unsigned long long>(lerr ? 0 : l.pages_pinned), charged);
 	std::string out = detail;
 	if (a.has("hold-until")) {
 		std::printf("borrowed %s\n", detail);

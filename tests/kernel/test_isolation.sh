@@ -24,6 +24,9 @@
 #  (5) device 9 (512 MiB of 4 KiB pages) returns, device 10 borrows 200 ms after the agent logs that
 #      RETURN, while device 9's pages are still pinned (its window being torn down): device 10's
 #      window is placed elsewhere, not on device 9's range.
+#  (12) a VFIO user in a memory cgroup borrowing 512 MiB (its pages charged before): the cgroup's
+#      memory.current grows by the DMA window's page array at least (1 MiB); without CAP_IPC_LOCK and with a 1 MiB
+#      RLIMIT_MEMLOCK, a borrow of 2 MiB fails with ENOMEM and leaves nothing pinned.
 #  (4) with the agent ignoring RETURN (timeout 1 s), device 9's range stays quarantined: device 10
 #      is placed elsewhere (dma_quarantined 1); device 9's next, confirmed RETURN frees it (device 10
 #      may then take it); a dead instance (its RESET unanswered) still sends RETURN at close; the
@@ -149,6 +152,19 @@ expect "device 10 borrowed before device 9's window was torn down (try $try: $(f
 	test "$(fp_field "$out" pinned_all)" -gt 512
 expect "... not on them (offsets $(fp_field "$out" offset), $(fp_field "$big" offset))" \
 	test "$(fp_field "$out" offset)" != "$(fp_field "$big" offset)"
+
+echo "# (12) a borrow's page arrays are charged to the VFIO user's memory cgroup, within its memlock limit"
+cg=/sys/fs/cgroup
+out=$(rig_run $B -- "set -e; mountpoint -q $cg || mount -t cgroup2 none $cg; echo +memory > $cg/cgroup.subtree_control
+	mkdir -p $cg/vfio-user; echo 0 > $cg/vfio-user/cgroup.procs
+	exec $FP_CLIENT vfio-borrow $(uq 9) --id 9 --mb 512 --then off")
+echo "$out"
+expect "the borrow charged the cgroup the page array at least (131072 pointers, 1 MiB): $(fp_field "$out" charged)" \
+	test "$(fp_field "$out" charged)" -ge $((131072 * 8))
+expect "without CAP_IPC_LOCK, 2 MiB beyond a 1 MiB RLIMIT_MEMLOCK: ENOMEM, nothing pinned" \
+	rig_run $B -- "ulimit -l 1024; setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock \
+		$FP_CLIENT vfio-borrow $(uq 9) --id 9 --expect ENOMEM"
+expect_eq "pinned_pages" "$(fp_counter $B pinned_pages)" 0
 
 echo "# (4) a window range whose RETURN the lender did not confirm is not reused"
 rig_run $B -- "echo 1000 > /sys/module/farpass/parameters/upcall_timeout_ms"
