@@ -13,6 +13,7 @@
 
 #include "cfg.h"
 #include "fp.h"
+#include "upcall.h"
 
 struct eventfd_ctx;
 struct fp_dmawin;
@@ -53,6 +54,7 @@ struct fp_mdev {
 	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
 	struct fp_vcfg vcfg;
 	struct fp_cfg_pend pend;	/* bm_lock: forwarded bytes written before the borrow */
+	struct fp_upcall_share uq_share;	/* its requests in the upcall queue (upcall.c) */
 
 	struct mutex dma_lock;		/* dmawin and its pages */
 	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */

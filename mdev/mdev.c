@@ -77,9 +77,12 @@ static int fp_call(struct fp_mdev *fm, u32 op, u64 arg0, u64 arg1, u64 arg2, u64
 	/* RETURN goes out even then: until the lender confirms it, our window range stays quarantined. */
 	if (fp_dead(fm) && op != FARPASS_UPCALL_RETURN)
 		return -ENODEV;
-	ret = fp_upcall(op, fm->rdev->desc.device_id, args, data);
+	ret = fp_upcall(&fm->uq_share, op, fm->rdev->desc.device_id, args, data);
 	if (ret == -ETIMEDOUT || ret == -ENOTCONN)
 		fp_mark_dead(fm, ret);
+	else if (ret == -EBUSY)	/* its own requests fill its share: the agent is alive */
+		dev_warn_ratelimited(fm->vdev.dev, "farpass: device %u: %u upcalls outstanding, op %u refused\n",
+				     fm->rdev->desc.device_id, FP_UPCALL_SHARE, op);
 	else if (!ret && out)
 		*out = data[0];
 	return ret;
@@ -937,6 +940,7 @@ static int fp_mdev_probe(struct mdev_device *mdev)
 	INIT_DELAYED_WORK(&fm->refill, fp_refill_work);
 	spin_lock_init(&fm->irq_lock);
 	mutex_init(&fm->bar_lock);
+	fp_upcall_share_init(&fm->uq_share);
 	fm->irq_index = -1;
 	ret = vfio_register_emulated_iommu_dev(&fm->vdev);
 	if (ret)

@@ -56,6 +56,9 @@
 //                  "borrowed ..."); then (once FILE exists, at most 300 s) bus
 //                  master off (RETURN) or VFIO_DEVICE_RESET: "then= then_ms="; then close; the buffer's
 //                  pages are physically apart, one IOMMU mapping each)
+//   farpass-client vfio-cfg-flood UUID [--procs N] [--ms T] [--offset X]  (N processes (16) read 2 bytes
+//                  of the config region at X (6) for T ms (5000), as a hostile VFIO user: "reads= busy=
+//                  other=", EBUSY and other errors counted)
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P slots=GPA+SIZE,...")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
@@ -121,6 +124,7 @@
 #include <string_view>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -1060,6 +1064,45 @@ int run_vfio_borrow(const Args &a, int fd)
 	return finish(a, bm ? bm : lerr, out);
 }
 
+// A hostile VFIO user's flood of forwarded config reads (each one a CFG_READ upcall): --procs processes
+// read 2 bytes at --offset (default 6, the status register) for --ms ms. "reads=OK busy=EBUSY other=N".
+int run_vfio_cfg_flood(const Args &a)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
+	const unsigned procs = static_cast<unsigned>(a.num("procs", 16));
+	const double end = now_ms() + static_cast<double>(a.num("ms", 5000));
+	// Counts shared by the processes: reads, EBUSY, other errors.
+	auto *n = static_cast<std::atomic<uint64_t> *>(mmap(nullptr, 3 * sizeof(std::atomic<uint64_t>),
+							     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+	if (n == MAP_FAILED)
+		return finish(a, errno, "counts");
+	for (unsigned i = 0; i < procs; i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return finish(a, errno, "fork");
+		if (pid)
+			continue;
+		uint16_t val;
+		while (now_ms() < end) {
+			ssize_t r = pread(v.dev, &val, 2, static_cast<off_t>(ri.offset + a.num("offset", 6)));
+			n[r == 2 ? 0 : errno == EBUSY ? 1 : 2]++;
+		}
+		_exit(0);
+	}
+	while (wait(nullptr) > 0)
+		;
+	return finish(a, 0, "reads=" + std::to_string(n[0].load()) + " busy=" + std::to_string(n[1].load()) +
+				    " other=" + std::to_string(n[2].load()));
+}
+
 int set_irqs(int dev, uint32_t index, uint32_t flags, uint32_t start, uint32_t count, const void *data = nullptr,
 	     size_t len = 0)
 {
@@ -1704,6 +1747,8 @@ int run(const Args &a)
 		return run_vfio_info(a);
 	if (a.action == "vfio-irq")
 		return run_vfio_irq(a);
+	if (a.action == "vfio-cfg-flood")
+		return run_vfio_cfg_flood(a);
 	if (a.action == "vfio-bar")
 		return run_vfio_bar(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")

@@ -27,6 +27,10 @@
 #  (12) a VFIO user in a memory cgroup borrowing 512 MiB (its pages charged before): the cgroup's
 #      memory.current grows by the DMA window's page array at least (1 MiB); without CAP_IPC_LOCK and with a 1 MiB
 #      RLIMIT_MEMLOCK, a borrow of 2 MiB fails with ENOMEM and leaves nothing pinned.
+#  (9) while 64 processes flood device 9's config region for 8 s (the agent answers each upcall in
+#      50 ms, one at a time), device 10 borrows and returns (none of its upcalls times out); device 9
+#      is not surprise-removed either: its reads beyond its share of outstanding upcalls fail with
+#      EBUSY (64 processes, while at most 4 + 2000 / 50 reads can start in 2 s).
 #  (4) with the agent ignoring RETURN (timeout 1 s), device 9's range stays quarantined: device 10
 #      is placed elsewhere (dma_quarantined 1); device 9's next, confirmed RETURN frees it (device 10
 #      may then take it); a dead instance (its RESET unanswered) still sends RETURN at close; the
@@ -165,6 +169,22 @@ expect "without CAP_IPC_LOCK, 2 MiB beyond a 1 MiB RLIMIT_MEMLOCK: ENOMEM, nothi
 	rig_run $B -- "ulimit -l 1024; setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock \
 		$FP_CLIENT vfio-borrow $(uq 9) --id 9 --expect ENOMEM"
 expect_eq "pinned_pages" "$(fp_counter $B pinned_pages)" 0
+
+echo "# (9) one instance's flood of upcalls does not time out another's BORROW"
+agent_restart --delay-ms 50
+removed=$(fp_counter $B surprise_removed)
+rig_run $B -- "$FP_CLIENT vfio-cfg-flood $(uq 9) --procs 64 --ms 8000 </dev/null >$D/flood.out 2>&1 &"
+sleep 2
+out=$(borrow 10 --then off || true)
+echo "$out"
+expect_eq "device 10 borrowed and returned during device 9's flood" "$(fp_field "$out" bm_on)/$(fp_field "$out" then)" ok/ok
+expect "the flood ended" ntb_wait $B 30 "grep -q '^ok' $D/flood.out"
+out=$(rig_run $B -- "cat $D/flood.out")
+echo "$out"
+expect_eq "no instance surprise-removed (device 9's reads were answered, not timed out)" \
+	"$(fp_counter $B surprise_removed)" "$removed"
+expect "device 9's reads beyond its share failed with EBUSY: $(fp_field "$out" busy)" test "$(fp_field "$out" busy)" -gt 0
+agent_restart
 
 echo "# (4) a window range whose RETURN the lender did not confirm is not reused"
 rig_run $B -- "echo 1000 > /sys/module/farpass/parameters/upcall_timeout_ms"
