@@ -102,6 +102,11 @@
 //                  (IRQ_BRIDGE: N new eventfds for vectors V.., then write each of them K times, round
 //                  by round; --clear: FARPASS_IRQ_BRIDGE_F_CLEAR of the slot (count 0); --bad-fd: the
 //                  last fd is /dev/null's. The fds are closed at exit: the kernel keeps its references.)
+//   farpass-client mbox-garbage --ntb PCI --slot S [--count K] [--gap-ms M]  (lender, as a broken peer:
+//                  K (40) times, M (50) ms apart, a garbage HEAD (2^30 + k * 2^16) into the peer's interrupt
+//                  mailbox through outbound window FARPASS_MW_DMA, then a post of slot S vector 0 through a
+//                  fresh IRQ_BRIDGE eventfd, which rings the doorbell; the slot is cleared at the end.
+//                  Our producer writes HEAD itself unless it sees the ring full: "heads=K")
 // All: [--expect ok|ENAME] [--dev PATH]
 #include <algorithm>
 #include <atomic>
@@ -657,6 +662,49 @@ int run_irq_bridge(const Args &a, int fd)
 	for (int e : efds)
 		close(e);
 	return finish(a, err, "signalled=" + std::to_string(writes));
+}
+
+// A broken peer's garbage HEADs in the borrower's interrupt mailbox, each followed by a doorbell.
+int run_mbox_garbage(const Args &a, int fd)
+{
+	constexpr uint64_t ring_area = 64 * 1024;	// FP_XWIN_DMA_TAIL: the ring area ends the DMA window
+	farpass_outbound_window w;
+	Args wa = a;
+	wa.opt["mw"] = std::to_string(FARPASS_MW_DMA);
+	if (int err = outbound_window(fd, wa, w))
+		return finish(a, err, "OUTBOUND_WINDOW");
+	void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       static_cast<off_t>(w.offset + w.size - ring_area));
+	if (m == MAP_FAILED)
+		return finish(a, errno, "mmap");
+	auto *head = static_cast<volatile uint32_t *>(m);	// FP_MBOX_HEAD, word 0
+	int efd = eventfd(0, EFD_CLOEXEC);
+	std::vector<unsigned char> buf(sizeof(farpass_irq_bridge) + sizeof(int32_t));
+	auto *b = reinterpret_cast<farpass_irq_bridge *>(buf.data());
+	b->argsz = static_cast<uint32_t>(buf.size());
+	copy_name(b->ntb, a.str("ntb", "0000:00:0a.0"));
+	b->irq_slot = static_cast<uint32_t>(a.num("slot", 0));
+	b->count = 1;
+	b->fds[0] = efd;
+	if (efd < 0 || ioctl(fd, FARPASS_IOCTL_IRQ_BRIDGE, buf.data()))
+		return finish(a, errno, "IRQ_BRIDGE");
+	const uint64_t count = a.num("count", 40);
+	for (uint64_t k = 1; k <= count; k++) {
+		*head = static_cast<uint32_t>((1u << 30) + (k << 16));
+		__sync_synchronize();	// the window's write-combined store out before the doorbell
+		uint64_t one = 1;
+		if (write(efd, &one, sizeof(one)) != sizeof(one))
+			return finish(a, errno, "eventfd write");
+		usleep(static_cast<useconds_t>(a.num("gap-ms", 50) * 1000));
+	}
+	close(efd);
+	munmap(m, 4096);
+	b->flags = FARPASS_IRQ_BRIDGE_F_CLEAR;
+	b->count = 0;
+	b->argsz = sizeof(farpass_irq_bridge);
+	if (ioctl(fd, FARPASS_IOCTL_IRQ_BRIDGE, buf.data()))
+		return finish(a, errno, "IRQ_BRIDGE clear");
+	return finish(a, 0, "heads=" + std::to_string(count));
 }
 
 // edu's registers (QEMU hw/misc/edu.c): 4-byte accesses; DMA from/to its buffer at 0x40000 (4 KiB; a
@@ -1842,6 +1890,8 @@ int run(const Args &a)
 		return run_window_rw(a, fd);
 	if (a.action == "bar-map")
 		return run_bar_map(a, fd);
+	if (a.action == "mbox-garbage")
+		return run_mbox_garbage(a, fd);
 	if (a.action == "irq-bridge")
 		return run_irq_bridge(a, fd);
 	if (a.action == "window-stamp")
