@@ -16,6 +16,7 @@
 #include "upcall.h"
 
 struct eventfd_ctx;
+struct fp_dmauser;
 struct fp_dmawin;
 struct inode;
 struct page;
@@ -60,6 +61,7 @@ struct fp_mdev {
 	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
 	struct delayed_work refill;	/* pins what the VFIO user maps again after an unmap */
 	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
+	struct fp_dmauser *dmauser;	/* the VFIO user's unmaps in flight (dmauser.c); open..close */
 
 	spinlock_t irq_lock;		/* the MSI/MSI-X triggers; irqsave (hard-irq delivery) */
 	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */

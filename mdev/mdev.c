@@ -25,6 +25,7 @@
 
 #include "cfg.h"
 #include "counters.h"
+#include "dmauser.h"
 #include "dmawin.h"
 #include "fp.h"
 #include "instance.h"
@@ -481,7 +482,8 @@ static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, s
  * is never told about. So after an unmap that took pages out of the window, pin back whatever is
  * mapped again: FP_REFILL_DELAY_MS after the last unmap (QEMU's maps follow its unmaps within one
  * memory transaction), then at doubling delays while pages are missing, FP_REFILL_TRIES times (memory
- * that stays unmapped, a DIMM unplugged or a BIOS area made read-only, ends the retries).
+ * that stays unmapped, a DIMM unplugged or a BIOS area made read-only, ends the retries). Never while
+ * type1 may still be telling another instance of the same VFIO user about an unmap (dmauser.c).
  */
 #define FP_REFILL_DELAY_MS	20
 #define FP_REFILL_TRIES		8
@@ -489,8 +491,13 @@ static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, s
 static void fp_refill_work(struct work_struct *work)
 {
 	struct fp_mdev *fm = container_of(to_delayed_work(work), struct fp_mdev, refill);
+	unsigned long wait = fp_dmauser_refill_wait(fm->dmauser, msecs_to_jiffies(FP_REFILL_DELAY_MS));
 	long missing = 0;
 
+	if (wait) {	/* not a try: nothing was looked at */
+		schedule_delayed_work(&fm->refill, wait);
+		return;
+	}
 	mutex_lock(&fm->dma_lock);
 	if (fm->dmawin)
 		missing = fp_dmawin_refill(fm->dmawin);
@@ -510,6 +517,11 @@ static int fp_vfio_open(struct vfio_device *vdev)
 	ret = fp_bar_open(fm);
 	if (ret)
 		return ret;
+	fm->dmauser = fp_dmauser_get();
+	if (IS_ERR(fm->dmauser)) {
+		ret = PTR_ERR(fm->dmauser);
+		goto err_bar_close;
+	}
 
 	/* Lazy borrow: nothing is borrowed at open; bus-master enable does it. A fresh start. */
 	WRITE_ONCE(fm->dead, false);
@@ -518,6 +530,10 @@ static int fp_vfio_open(struct vfio_device *vdev)
 	fm->irq_index = -1;
 	fp_count(FP_C_VFIO_OPEN, 1);
 	return 0;
+
+err_bar_close:
+	fp_bar_close(fm);
+	return ret;
 }
 
 static void fp_vfio_close(struct vfio_device *vdev)
@@ -532,6 +548,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	fp_cfg_pend_drop(fm);
 	mutex_unlock(&fm->bm_lock);
 	cancel_delayed_work_sync(&fm->refill);
+	fp_dmauser_put(fm->dmauser);
 	fp_bar_close(fm);
 	spin_lock(&fm->state_lock);
 	err = fm->err_trigger;
@@ -875,6 +892,7 @@ static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 	struct fp_mdev *fm = fp_mdev_of(vdev);
 
 	fp_count(FP_C_DMA_UNMAP, 1);
+	fp_dmauser_unmap_begin(fm->dmauser);
 	mutex_lock(&fm->dma_lock);
 	if (fm->dmawin && fp_dmawin_dma_unmap(fm->dmawin, iova, length)) {
 		/* Not before QEMU's unmap is done: pins in its range now would make it call us again. */
@@ -882,6 +900,7 @@ static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 		mod_delayed_work(system_wq, &fm->refill, msecs_to_jiffies(FP_REFILL_DELAY_MS));
 	}
 	mutex_unlock(&fm->dma_lock);
+	fp_dmauser_unmap_end(fm->dmauser, msecs_to_jiffies(FP_REFILL_DELAY_MS));
 }
 
 static void fp_vfio_release(struct vfio_device *vdev)

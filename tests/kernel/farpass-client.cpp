@@ -59,6 +59,11 @@
 //   farpass-client vfio-cfg-flood UUID [--procs N] [--ms T] [--offset X]  (N processes (16) read 2 bytes
 //                  of the config region at X (6) for T ms (5000), as a hostile VFIO user: "reads= busy=
 //                  other=", EBUSY and other errors counted)
+//   farpass-client vfio-two UUID1 UUID2 --id1 N --id2 N [--mb M] [--rounds R] [--gap-ms G]  (both mdevs in
+//                  one container, as QEMU with two devices: M (64) MiB mapped at IOVA 1 MiB, pages apart,
+//                  both borrowed; then R (20) times the mapping unmapped and mapped again (as QEMU re-splits
+//                  a RAM section), G (30) ms apart; then (at most 60 s) until both windows are whole
+//                  again; bus master off: "pinned1= pinned2= off1= off2=")
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P slots=GPA+SIZE,...")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
@@ -1112,6 +1117,67 @@ int run_vfio_borrow(const Args &a, int fd)
 	return finish(a, bm ? bm : lerr, out);
 }
 
+// Two farpass devices in one VFIO container: their .dma_unmap are called in turn by the same unmap.
+int run_vfio_two(const Args &a, int fd)
+{
+	if (a.positional.size() < 2)
+		return 2;
+	const uint64_t size = a.num("mb", 64) << 20, iova = 1ull << 20;
+	Vfio v1, v2;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v1, what))
+		return finish(a, err, what);
+	std::error_code ec;
+	auto grp = std::filesystem::read_symlink("/sys/bus/mdev/devices/" + a.positional[1] + "/iommu_group", ec);
+	if (ec)
+		return finish(a, ENOENT, "no iommu_group for " + a.positional[1]);
+	if ((v2.group = open(("/dev/vfio/" + grp.filename().string()).c_str(), O_RDWR | O_CLOEXEC)) < 0)
+		return finish(a, errno, "second group");
+	if (ioctl(v2.group, VFIO_GROUP_SET_CONTAINER, &v1.container))
+		return finish(a, errno, "second VFIO_GROUP_SET_CONTAINER");
+	if ((v2.dev = ioctl(v2.group, VFIO_GROUP_GET_DEVICE_FD, a.positional[1].c_str())) < 0)
+		return finish(a, errno, "second VFIO_GROUP_GET_DEVICE_FD");
+	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (buf == MAP_FAILED)
+		return finish(a, errno, "buffer");
+	madvise(buf, size, MADV_NOHUGEPAGE);
+	for (uint64_t off = size; off; off -= 4096)	// pages apart, as vfio-borrow
+		buf[off - 4096] = 1;
+	if (int err = vfio_dma_map(v1.container, buf, iova, size, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA");
+	Cfg c1{v1.dev}, c2{v2.dev};
+	uint32_t cmd1 = 0, cmd2 = 0;
+	if (int err = cfg_command(v1, c1, cmd1, what))
+		return finish(a, err, what);
+	if (int err = cfg_command(v2, c2, cmd2, what))
+		return finish(a, err, what);
+	if (int err = c1.write(4, 2, cmd1 | 0x6))
+		return finish(a, err, "bus master on 1");
+	if (int err = c2.write(4, 2, cmd2 | 0x6))
+		return finish(a, err, "bus master on 2");
+	for (uint64_t r = 0; r < a.num("rounds", 20); r++) {
+		if (int err = vfio_dma_map(v1.container, buf, iova, size, true))
+			return finish(a, err, "VFIO_IOMMU_UNMAP_DMA round " + std::to_string(r));
+		if (int err = vfio_dma_map(v1.container, buf, iova, size, false))
+			return finish(a, err, "VFIO_IOMMU_MAP_DMA round " + std::to_string(r));
+		usleep(static_cast<useconds_t>(a.num("gap-ms", 30) * 1000));
+	}
+	const uint32_t id1 = static_cast<uint32_t>(a.num("id1", 1)), id2 = static_cast<uint32_t>(a.num("id2", 2));
+	farpass_dma_layout l1, l2;
+	for (int i = 0; i < 600; i++) {
+		int err = dma_layout(fd, id1, l1);
+		if (err || (err = dma_layout(fd, id2, l2)))
+			return finish(a, err, "DMA_LAYOUT");
+		if (l1.pages_pinned == size / 4096 && l2.pages_pinned == size / 4096)
+			break;
+		usleep(100000);
+	}
+	std::string out = "pinned1=" + std::to_string(l1.pages_pinned) + " pinned2=" + std::to_string(l2.pages_pinned);
+	out += std::string(" off1=") + ename(c1.write(4, 2, cmd1 & ~0x4u));
+	out += std::string(" off2=") + ename(c2.write(4, 2, cmd2 & ~0x4u));
+	return finish(a, 0, out);
+}
+
 // A hostile VFIO user's flood of forwarded config reads (each one a CFG_READ upcall): --procs processes
 // read 2 bytes at --offset (default 6, the status register) for --ms ms. "reads=OK busy=EBUSY other=N".
 int run_vfio_cfg_flood(const Args &a)
@@ -1898,6 +1964,8 @@ int run(const Args &a)
 		return run_window_stamp(a, fd);
 	if (a.action == "vfio-dma")
 		return run_vfio_dma(a, fd);
+	if (a.action == "vfio-two")
+		return run_vfio_two(a, fd);
 	if (a.action == "vfio-borrow")
 		return run_vfio_borrow(a, fd);
 	if (a.action == "dma-layout") {

@@ -31,6 +31,10 @@
 #      50 ms, one at a time), device 10 borrows and returns (none of its upcalls times out); device 9
 #      is not surprise-removed either: its reads beyond its share of outstanding upcalls fail with
 #      EBUSY (64 processes, while at most 4 + 2000 / 50 reads can start in 2 s).
+#  (3) devices 9 and 10 in one VFIO container, both borrowed over 64 MiB, the mapping unmapped and
+#      mapped again 20 times (type1 tells both about each unmap, in turn, and BUG()s if pages of the
+#      range are pinned again meanwhile, 10 times over): both windows are whole again afterwards and
+#      both return.
 #  (4) with the agent ignoring RETURN (timeout 1 s), device 9's range stays quarantined: device 10
 #      is placed elsewhere (dma_quarantined 1); device 9's next, confirmed RETURN frees it (device 10
 #      may then take it); a dead instance (its RESET unanswered) still sends RETURN at close; the
@@ -79,7 +83,7 @@ expect "announce device 8 with BAR0 at $SLOT" ann --id 8 --bar0 0x100000 --bar0-
 # Devices 9 and 10 for (5) and (4) now: a link's types change only while it has no instance.
 uq() { printf '8f7c3ab0-5c6e-4e41-9d3e-%012x' "$1"; }
 expect "announce device 9" ann --id 9
-expect "announce device 10" ann --id 10
+expect "announce device 10 (its own interrupt slot: (3) borrows it beside device 9)" ann --id 10 --irq-slot 1
 for id in 9 10; do
 	rig_run $B -- "echo $(uq $id) > /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-$id/create"
 done
@@ -185,6 +189,13 @@ expect_eq "no instance surprise-removed (device 9's reads were answered, not tim
 	"$(fp_counter $B surprise_removed)" "$removed"
 expect "device 9's reads beyond its share failed with EBUSY: $(fp_field "$out" busy)" test "$(fp_field "$out" busy)" -gt 0
 agent_restart
+
+echo "# (3) two farpass devices in one VFIO container"
+out=$(rig_run $B --timeout 180 -- "$FP_CLIENT vfio-two $(uq 9) $(uq 10) --id1 9 --id2 10 --mb 64 --rounds 20" || true)
+echo "$out"
+expect_eq "after 20 unmaps and re-maps: both windows whole (16384 pages each), both returned" \
+	"$(fp_field "$out" pinned1)/$(fp_field "$out" pinned2)/$(fp_field "$out" off1)/$(fp_field "$out" off2)" \
+	16384/16384/ok/ok
 
 echo "# (4) a window range whose RETURN the lender did not confirm is not reused"
 rig_run $B -- "echo 1000 > /sys/module/farpass/parameters/upcall_timeout_ms"
