@@ -64,6 +64,12 @@
 //                  both borrowed; then R (20) times the mapping unmapped and mapped again (as QEMU re-splits
 //                  a RAM section), G (30) ms apart; then (at most 60 s) until both windows are whole
 //                  again; bus master off: "pinned1= pinned2= off1= off2=")
+//   farpass-client fuzz UUID [--seed S] [--ms T]  (a hostile VFIO user, seeded, for T (30000) ms: random
+//                  config and region reads/writes (any index, offset, size), GET_REGION_INFO, GET_IRQ_INFO,
+//                  SET_IRQS (any index, flags, range, eventfd or not), RESET, mmap of any region offset,
+//                  bus master toggles (borrows), unmaps and re-maps of its 4 MiB of RAM, and on /dev/farpass
+//                  VERSION, DMA_LAYOUT and unknown commands with random bytes; then close:
+//                  "ops= failed=")
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P slots=GPA+SIZE,...")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
@@ -131,6 +137,7 @@
 #include <map>
 #include <array>
 #include <string>
+#include <random>
 #include <string_view>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -1178,6 +1185,129 @@ int run_vfio_two(const Args &a, int fd)
 	return finish(a, 0, out);
 }
 
+// A seeded hostile VFIO user (and /dev/farpass caller of the harmless commands): random calls until
+// --ms passed. Only whether the kernel survives them, and cleans up after, is the test's business.
+int run_fuzz(const Args &a, int fd)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	constexpr uint64_t size = 4ull << 20, iova = 1ull << 20, half = size / 2;
+	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (buf == MAP_FAILED)
+		return finish(a, errno, "buffer");
+	for (uint64_t h = 0; h < size; h += half)	// two sections, as QEMU's RAM
+		if (int err = vfio_dma_map(v.container, buf + h, iova + h, half, false))
+			return finish(a, err, "VFIO_IOMMU_MAP_DMA");
+	std::mt19937_64 rng(a.num("seed", 1));
+	auto pick = [&](uint64_t n) { return rng() % n; };
+	const int fds[] = {eventfd(0, EFD_CLOEXEC), -1, open("/dev/null", O_RDONLY | O_CLOEXEC)};
+	std::vector<unsigned char> blob(8192);
+	// Regions at index << 40 (docs/mdev.md); the fuzz also tries indexes beyond the device's.
+	auto region_off = [](uint64_t index) { return index << 40; };
+	const uint64_t cfg = region_off(VFIO_PCI_CONFIG_REGION_INDEX);
+	uint64_t ops = 0, failed = 0;
+	const double end = now_ms() + static_cast<double>(a.num("ms", 30000));
+	while (now_ms() < end) {
+		for (auto &b : blob)
+			b = static_cast<unsigned char>(rng());
+		const uint64_t off = pick(4) ? pick(0x5000) : rng();
+		const size_t len = 1 + pick(pick(4) ? 8 : 8192);
+		const uint64_t region = region_off(pick(12));
+		int r = 0;
+		switch (pick(11)) {
+		case 0:
+			r = static_cast<int>(pread(v.dev, blob.data(), len, static_cast<off_t>(region + off)));
+			break;
+		case 1:
+			r = static_cast<int>(pwrite(v.dev, blob.data(), len, static_cast<off_t>(region + off)));
+			break;
+		case 2: {	// the command register, bus master on or off (a borrow or a return)
+			uint16_t cmd = static_cast<uint16_t>(pick(2) ? 0x6 : 0x2);
+			r = static_cast<int>(pwrite(v.dev, &cmd, 2, static_cast<off_t>(cfg + 4)));
+			break;
+		}
+		case 3: {
+			vfio_region_info ri{};
+			ri.argsz = static_cast<uint32_t>(pick(2) ? sizeof(ri) : pick(64));
+			ri.index = static_cast<uint32_t>(pick(2) ? pick(12) : rng());
+			r = ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri);
+			break;
+		}
+		case 4: {
+			vfio_irq_info ii{};
+			ii.argsz = static_cast<uint32_t>(pick(2) ? sizeof(ii) : pick(64));
+			ii.index = static_cast<uint32_t>(pick(2) ? pick(6) : rng());
+			r = ioctl(v.dev, VFIO_DEVICE_GET_IRQ_INFO, &ii);
+			break;
+		}
+		case 5: {
+			auto *si = reinterpret_cast<vfio_irq_set *>(blob.data());
+			const uint32_t count = static_cast<uint32_t>(pick(4) ? pick(70) : rng());
+			si->index = static_cast<uint32_t>(pick(6));
+			si->flags = static_cast<uint32_t>((1u << pick(3)) | (1u << (3 + pick(3))));
+			si->start = static_cast<uint32_t>(pick(4) ? pick(70) : rng());
+			si->count = count;
+			si->argsz = static_cast<uint32_t>(pick(4) ? sizeof(*si) + std::min<uint32_t>(count, 1024) * 4 : pick(8192));
+			auto *data = reinterpret_cast<int32_t *>(si->data);
+			for (uint32_t i = 0; i < std::min<uint32_t>(count, 1024); i++)
+				data[i] = fds[pick(3)];
+			r = ioctl(v.dev, VFIO_DEVICE_SET_IRQS, si);
+			break;
+		}
+		case 6:
+			r = ioctl(v.dev, VFIO_DEVICE_RESET);
+			break;
+		case 7: {
+			void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev,
+				       static_cast<off_t>(region + (off & ~4095ull)));
+			r = m == MAP_FAILED ? -1 : 0;
+			if (!r) {
+				(void)*static_cast<volatile uint32_t *>(m);
+				munmap(m, 4096);
+			}
+			break;
+		}
+		case 8: {	// a section unmapped (.dma_unmap), then mapped again (the refill)
+			const uint64_t h = pick(2) * half;
+			r = vfio_dma_map(v.container, buf + h, iova + h, half, true) ? -1 : 0;
+			if (!r)
+				r = vfio_dma_map(v.container, buf + h, iova + h, half, false) ? -1 : 0;
+			break;
+		}
+		case 9: {
+			farpass_version ver{};
+			ver.argsz = static_cast<uint32_t>(pick(2) ? sizeof(ver) : pick(64));
+			ver.version = static_cast<uint32_t>(pick(2) ? FARPASS_API_VERSION : rng());
+			r = ioctl(fd, FARPASS_IOCTL_VERSION, &ver);
+			if (r) {	// an agent's file stays negotiated for the rest
+				ver.argsz = sizeof(ver);
+				ver.version = FARPASS_API_VERSION;
+				ioctl(fd, FARPASS_IOCTL_VERSION, &ver);
+			}
+			break;
+		}
+		default: {	// DMA_LAYOUT of any device, or a command farpass does not have
+			auto *l = reinterpret_cast<farpass_dma_layout *>(blob.data());
+			l->argsz = static_cast<uint32_t>(pick(2) ? sizeof(*l) : pick(8192));
+			if (pick(2))
+				r = ioctl(fd, FARPASS_IOCTL_DMA_LAYOUT, blob.data());
+			else
+				r = ioctl(fd, _IOC(pick(4), FARPASS_IOCTL_TYPE, 16 + pick(240), pick(4096)), blob.data());
+		}
+		}
+		ops++;
+		failed += r < 0;
+	}
+	for (int f : fds)
+		if (f >= 0)
+			close(f);
+	return finish(a, 0, "ops=" + std::to_string(ops) + " failed=" + std::to_string(failed));
+}
+
 // A hostile VFIO user's flood of forwarded config reads (each one a CFG_READ upcall): --procs processes
 // read 2 bytes at --offset (default 6, the status register) for --ms ms. "reads=OK busy=EBUSY other=N".
 int run_vfio_cfg_flood(const Args &a)
@@ -1964,6 +2094,8 @@ int run(const Args &a)
 		return run_window_stamp(a, fd);
 	if (a.action == "vfio-dma")
 		return run_vfio_dma(a, fd);
+	if (a.action == "fuzz")
+		return run_fuzz(a, fd);
 	if (a.action == "vfio-two")
 		return run_vfio_two(a, fd);
 	if (a.action == "vfio-borrow")
