@@ -70,6 +70,9 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_IRQ_SIGNALLED]	= "irq_signalled",
 	[FP_C_IRQ_NO_EVENTFD]	= "irq_no_eventfd",
 	[FP_C_DMA_REFILLED]	= "dma_refilled_pages",
+	[FP_C_DMA_QUARANTINED]	= "dma_quarantined",
+	[FP_C_UPCALL_BUSY]	= "upcall_busy",
+	[FP_C_IRQ_RESYNCS]	= "irq_resyncs",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

@@ -63,6 +63,9 @@ enum fp_counter {
 	FP_C_IRQ_SIGNALLED,	/* E bridged interrupts signalled to the VFIO user */
 	FP_C_IRQ_NO_EVENTFD,	/* E bridged interrupts of a vector with no eventfd */
 	FP_C_DMA_REFILLED,	/* E guest pages pinned again after the VFIO user re-mapped them */
+	FP_C_DMA_QUARANTINED,	/* G DMA window ranges kept after a RETURN the lender did not confirm */
+	FP_C_UPCALL_BUSY,	/* E upcalls refused: their instance's share stayed full (-EBUSY) */
+	FP_C_IRQ_RESYNCS,	/* E every vector delivered once after a corrupt mailbox HEAD */
 	FP_C_NR
 };
 

@@ -11,10 +11,13 @@
  * the runs it cut. Pages pinned again by a refill are mapped on their own (a run may then span
  * several mappings, each wholly inside it).
  */
+#include <linux/capability.h>
 #include <linux/iommu.h>
 #include <linux/ktime.h>
 #include <linux/mm.h>
 #include <linux/ntb.h>
+#include <linux/overflow.h>
+#include <linux/sched/signal.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/vfio.h>
@@ -42,6 +45,7 @@ struct fp_dmawin {
 	struct fp_win_layout layout;	/* immutable once on the list */
 	struct page **pages[FP_WIN_MAX_SLOTS];	/* per slot page; NULL = not pinned; caller's dma_lock */
 	atomic64_t pinned;		/* pages pinned now (DMA_LAYOUT reads it without dma_lock) */
+	bool quarantined;		/* fp_dmawin_lock: no pages, the lender may still map the range */
 };
 
 static DEFINE_MUTEX(fp_dmawin_lock);
@@ -144,9 +148,29 @@ static int fp_pin(struct fp_dmawin *w, int i, u64 from, u64 to)
 	return 0;
 }
 
+/*
+ * The pins count against the VFIO user's RLIMIT_MEMLOCK as VFIO's own do (unless it has CAP_IPC_LOCK):
+ * a layout beyond it is refused before its page arrays are allocated.
+ */
+static int fp_dmawin_memlock_check(const struct fp_dmawin *w)
+{
+	u64 pages = 0, locked;
+	int i;
+
+	if (!current->mm || capable(CAP_IPC_LOCK))
+		return 0;
+	for (i = 0; i < w->layout.nr; i++)
+		pages += fp_slot_pages(&w->layout.slots[i]);
+	if (check_add_overflow(pages, (u64)READ_ONCE(current->mm->locked_vm), &locked) ||
+	    locked > rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT)
+		return -ENOMEM;
+	return 0;
+}
+
 static int fp_pin_slot(struct fp_dmawin *w, int i)
 {
-	w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL);
+	/* Charged to the VFIO user's memory cgroup, as the pins are to its RLIMIT_MEMLOCK. */
+	w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL_ACCOUNT);
 	if (!w->pages[i])
 		return -ENOMEM;
 	return fp_pin(w, i, 0, fp_slot_pages(&w->layout.slots[i]));
@@ -289,6 +313,9 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 		goto out_free;
 	t1 = ktime_get_ns();
 
+	ret = fp_dmawin_memlock_check(w);
+	if (ret)
+		goto out_unpin;
 	for (i = 0; i < w->layout.nr; i++) {
 		ret = fp_pin_slot(w, i);
 		if (ret)
@@ -314,14 +341,49 @@ out_free:
 	return ret;
 }
 
-void fp_dmawin_destroy(struct fp_dmawin *w)
+/* Free the quarantined windows of @link (of its device @device_id only, unless @all). */
+static void fp_dmawin_lift(struct fp_link *link, bool all, u32 device_id)
 {
-	mutex_lock(&fp_dmawin_lock);
-	list_del(&w->node);		/* no longer in DMA_LAYOUT answers */
-	mutex_unlock(&fp_dmawin_lock);
+	struct fp_dmawin *w, *tmp;
+
+	lockdep_assert_held(&fp_dmawin_lock);
+	list_for_each_entry_safe(w, tmp, &fp_dmawins, node) {
+		if (w->link != link || !w->quarantined || (!all && w->device_id != device_id))
+			continue;
+		list_del(&w->node);
+		fp_count(FP_C_DMA_QUARANTINED, -1);
+		kfree(w);
+	}
+}
+
+void fp_dmawin_destroy(struct fp_dmawin *w, bool returned)
+{
+	/*
+	 * Unmapped (IOTLB flushed) and unpinned while the range is still listed: a concurrent borrow
+	 * cannot be placed on pages the NTB still reaches.
+	 */
 	fp_dmawin_release_pages(w);
 	fp_count(FP_C_DMA_WINDOWS, -1);
+	mutex_lock(&fp_dmawin_lock);
+	if (returned) {
+		/* The lender ended this device's lease: none of its earlier ranges is mapped there either. */
+		fp_dmawin_lift(w->link, false, w->device_id);
+	} else if (w->span) {
+		w->quarantined = true;
+		fp_count(FP_C_DMA_QUARANTINED, 1);
+		w = NULL;
+	}
+	if (w)
+		list_del(&w->node);
+	mutex_unlock(&fp_dmawin_lock);
 	kfree(w);
+}
+
+void fp_dmawin_link_down(struct fp_link *link)
+{
+	mutex_lock(&fp_dmawin_lock);
+	fp_dmawin_lift(link, true, 0);
+	mutex_unlock(&fp_dmawin_lock);
 }
 
 /* Map pages [from, to) of slot @i again after a cut; if that fails, they go (unreachable anyway). */
@@ -425,7 +487,7 @@ int fp_dmawin_layout(struct farpass_dma_layout *l)
 	BUILD_BUG_ON(FARPASS_DMA_SLOTS < FP_WIN_MAX_SLOTS);
 	mutex_lock(&fp_dmawin_lock);
 	list_for_each_entry(w, &fp_dmawins, node) {
-		if (w->device_id != l->device_id)
+		if (w->device_id != l->device_id || w->quarantined)
 			continue;
 		l->nr_slots = w->layout.nr;
 		for (i = 0; i < w->layout.nr; i++) {

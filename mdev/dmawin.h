@@ -11,7 +11,7 @@
  * Locking: fp_dmawin_lock (mutex, dmawin.c) protects the list of windows (sub-window allocation, the
  * DMA_LAYOUT lookup); each window's pages are protected by the caller's lock (the instance's
  * dma_lock), which serialises create, destroy and dma_unmap of one instance. Order: dma_lock ->
- * fp_dmawin_lock; fp_dmawin_lock is never held with fp_lock.
+ * fp_dmawin_lock, link->ctrl_lock -> fp_dmawin_lock; fp_dmawin_lock is never held with fp_lock.
  */
 #ifndef FARPASS_DMAWIN_H
 #define FARPASS_DMAWIN_H
@@ -30,8 +30,15 @@ struct fp_borrow_stat;
  */
 int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
 		     struct fp_dmawin **out, struct fp_borrow_stat *st);
-/* Unmap from the NTB's domain (flushed), then unpin and free. */
-void fp_dmawin_destroy(struct fp_dmawin *w);
+/*
+ * Unmap from the NTB's domain (flushed), then unpin. @returned: the lender confirmed the lease ended
+ * (RETURN answered): the range is free again, and so are the device's quarantined ones. Otherwise the
+ * lender may still map the range onto our window: it stays allocated (quarantined, no pages behind
+ * it) until a confirmed RETURN of the same device or fp_dmawin_link_down().
+ */
+void fp_dmawin_destroy(struct fp_dmawin *w, bool returned);
+/* The link went down or goes away: its quarantined ranges are free. */
+void fp_dmawin_link_down(struct fp_link *link);
 /*
  * The VFIO user unmaps [iova, iova + length): the pinned pages there leave the window, then unpinned.
  * Returns how many were unpinned.

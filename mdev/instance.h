@@ -13,8 +13,10 @@
 
 #include "cfg.h"
 #include "fp.h"
+#include "upcall.h"
 
 struct eventfd_ctx;
+struct fp_dmauser;
 struct fp_dmawin;
 struct inode;
 struct page;
@@ -53,11 +55,13 @@ struct fp_mdev {
 	struct eventfd_ctx *req_trigger;	/* VFIO_PCI_REQ_IRQ_INDEX */
 	struct fp_vcfg vcfg;
 	struct fp_cfg_pend pend;	/* bm_lock: forwarded bytes written before the borrow */
+	struct fp_upcall_share uq_share;	/* its requests in the upcall queue (upcall.c) */
 
 	struct mutex dma_lock;		/* dmawin and its pages */
 	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
 	struct delayed_work refill;	/* pins what the VFIO user maps again after an unmap */
 	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
+	struct fp_dmauser *dmauser;	/* the VFIO user's unmaps in flight (dmauser.c); open..close */
 
 	spinlock_t irq_lock;		/* the MSI/MSI-X triggers; irqsave (hard-irq delivery) */
 	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
@@ -76,6 +80,8 @@ static inline struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
 	return container_of(vdev, struct fp_mdev, vdev);
 }
 
+/* mdev.c: the driver of every link's mdev parent (registered by types.c). */
+extern struct mdev_driver fp_mdev_driver;
 /* mdev.c: build the virtual config space at the first access after open (takes scan_lock). */
 void fp_cfg_ready(struct fp_mdev *fm);
 

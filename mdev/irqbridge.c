@@ -21,8 +21,9 @@
  * cleared), "release" drains and resumes, "clear" forgets the deliveries listed as "seen".
  *
  * Locking: irq->prod_lock (spin, irqsave: posts come from eventfd wake-ups on any CPU) protects the
- * producer; irq->cons_lock (spin, irqsave: the drain runs in the doorbell's hard irq) the consumer,
- * the targets and the debugfs record; irq->hook_lock (mutex) the eventfd hooks, under fp_lock.
+ * producer; irq->cons_lock (spin, irqsave: the ring's drain runs in the doorbell's hard irq) the
+ * consumer, the targets, the debugfs record and the bulk work's schedule; irq->hook_lock (mutex) the
+ * eventfd hooks, under fp_lock.
  */
 #include <linux/bitmap.h>
 #include <linux/debugfs.h>
@@ -34,6 +35,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vfio.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 
 #include "counters.h"
@@ -49,6 +51,13 @@
  * the pending bitmap coalesces with no loss, and the drain in hard irq stays short.
  */
 #define FP_IRQ_ORDER		8
+/*
+ * The bulk of a drain (a bitmap scan: up to 32768 deliveries; a resync: all 32768) runs in a work
+ * item, no sooner than these after the previous one: a peer that toggles OVF or writes garbage HEADs
+ * costs us that much at most. Nothing is lost meanwhile: what is owed stays owed (mailbox.h).
+ */
+#define FP_IRQ_SCAN_GAP		msecs_to_jiffies(10)
+#define FP_IRQ_RESYNC_GAP	HZ
 #define FP_IRQ_NR_BITS		(FARPASS_IRQ_SLOTS * FARPASS_IRQ_VECTORS)
 #define FP_IRQ_RING_BYTES	((FP_MBOX_RING + (1u << FP_IRQ_ORDER) + FP_IRQ_NR_BITS / 32) * 4)
 static_assert(FP_IRQ_RING_BYTES <= FP_XWIN_DMA_TAIL);
@@ -93,6 +102,8 @@ struct fp_irq {
 	void __iomem *ack_io;		/* the peer's ack area */
 	struct fp_irq_target targets[FARPASS_IRQ_SLOTS];	/* cons_lock */
 	unsigned long *seen;		/* cons_lock: slot * FARPASS_IRQ_VECTORS + vector received */
+	struct delayed_work bulk;	/* the drain's bulk, out of hard irq */
+	unsigned long bulk_next;	/* cons_lock: no bulk run before this (jiffies) */
 
 	struct mutex hook_lock;
 	struct xarray hooks;		/* struct fp_irq_hook by slot * FARPASS_IRQ_VECTORS + vector */
@@ -148,19 +159,43 @@ static void fp_irq_deliver(void *ctx, u32 slot, u32 vec)
 	}
 }
 
+/* The ring now (at most its 256 entries: fine in hard irq); the bulk, if due, in the work item. */
 static void fp_irq_drain(struct fp_irq *irq)
 {
 	u64 bad = irq->cons.bad;
+	long wait;
 
 	lockdep_assert_held(&irq->cons_lock);
 	if (!irq->cons_on || irq->held)
 		return;
-	fp_mbox_drain(&irq->cons, fp_irq_deliver, irq);
+	fp_mbox_drain_ring(&irq->cons, fp_irq_deliver, irq);
 	if (irq->cons.bad != bad) {
 		fp_count(FP_C_IRQ_BAD, irq->cons.bad - bad);
 		dev_warn_ratelimited(&irq->link->ntb->dev, "interrupt mailbox: %llu bad entries\n",
 				     irq->cons.bad - bad);
 	}
+	if (fp_mbox_bulk_due(&irq->cons)) {
+		wait = (long)(irq->bulk_next - jiffies);
+		/* Already queued: it runs the bulk as it then is. */
+		queue_delayed_work(system_highpri_wq, &irq->bulk, max(wait, 0L));
+	}
+}
+
+static void fp_irq_bulk_work(struct work_struct *work)
+{
+	struct fp_irq *irq = container_of(to_delayed_work(work), struct fp_irq, bulk);
+	unsigned long flags;
+	bool resync;
+
+	spin_lock_irqsave(&irq->cons_lock, flags);
+	if (irq->cons_on && !irq->held && fp_mbox_bulk_due(&irq->cons)) {
+		resync = irq->cons.resync;
+		fp_mbox_drain_bulk(&irq->cons, fp_irq_deliver, irq);
+		irq->bulk_next = jiffies + (resync ? FP_IRQ_RESYNC_GAP : FP_IRQ_SCAN_GAP);
+		if (resync)
+			fp_count(FP_C_IRQ_RESYNCS, 1);
+	}
+	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
 
 void fp_irq_db_event(struct fp_link *link)
@@ -409,9 +444,9 @@ static int fp_irq_show(struct seq_file *s, void *unused)
 		   irq->prod.coalesced);
 	spin_unlock_irqrestore(&irq->prod_lock, flags);
 	spin_lock_irqsave(&irq->cons_lock, flags);
-	seq_printf(s, "consumer %s%s\ndelivered %llu\nbad %llu\nscans %llu\n",
+	seq_printf(s, "consumer %s%s\ndelivered %llu\nbad %llu\nscans %llu\nresyncs %llu\n",
 		   irq->cons_on ? "on" : "off", irq->held ? " held" : "", irq->cons.delivered,
-		   irq->cons.bad, irq->cons.scans);
+		   irq->cons.bad, irq->cons.scans, irq->cons.resyncs);
 	for (slot = 0; slot < FARPASS_IRQ_SLOTS; slot++) {
 		unsigned long *bits = irq->seen + BIT_WORD(slot * FARPASS_IRQ_VECTORS);
 
@@ -505,6 +540,8 @@ int fp_irq_link_init(struct fp_link *link)
 	spin_lock_init(&irq->cons_lock);
 	mutex_init(&irq->hook_lock);
 	xa_init(&irq->hooks);
+	INIT_DELAYED_WORK(&irq->bulk, fp_irq_bulk_work);
+	irq->bulk_next = jiffies;	/* not 0: jiffies start near the wrap */
 	ret = -ENOMEM;
 	irq->pending = kcalloc(fp_mbox_bitmap_words(&fp_irq_geom), sizeof(u32), GFP_KERNEL);
 	if (!irq->pending)
@@ -560,6 +597,7 @@ void fp_irq_link_exit(struct fp_link *link)
 	mutex_unlock(&irq->hook_lock);
 	xa_destroy(&irq->hooks);
 	fp_irq_link_down(link);
+	cancel_delayed_work_sync(&irq->bulk);	/* off now: nothing queues it again */
 	link->irq = NULL;
 	fp_irq_unmap_local(link, FARPASS_MW_BAR, fp_irq_ack_off(link), FP_XWIN_BAR_TAIL,
 			   irq->ack_page);

@@ -98,6 +98,8 @@ int fp_mbox_cons_init(struct fp_mbox_cons *c, const struct fp_mbox_geom *g,
 	c->delivered = 0;
 	c->bad = 0;
 	c->scans = 0;
+	c->resync = false;
+	c->resyncs = 0;
 	for (i = 0; i < FP_MBOX_ACK_WORDS; i++)
 		ack_area[i] = 0;
 	bar->write_barrier(bar->ctx);
@@ -169,18 +171,16 @@ static u32 fp_mbox_deliver_all(struct fp_mbox_cons *c, fp_mbox_deliver_fn delive
 	return c->geom.nr_dev * c->geom.nr_vec;
 }
 
-u32 fp_mbox_drain(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx)
+u32 fp_mbox_drain_ring(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx)
 {
 	const struct fp_mbox_geom *g = &c->geom;
-	const volatile u32 *bitmap = c->ring_area + FP_MBOX_RING + (1u << g->order);
-	u32 head, ovf, n = 0, i, dev, vec;
-	bool resync = false;
+	u32 head, n = 0, dev, vec;
 
 	head = c->ring_area[FP_MBOX_HEAD];
 	c->bar->read_barrier(c->bar->ctx);	/* HEAD before the entries */
 	if (head - c->tail > (1u << g->order)) {
 		c->bad++;
-		resync = true;
+		c->resync = true;
 	} else {
 		for (; c->tail != head; c->tail++) {
 			u32 e = c->ring_area[FP_MBOX_RING + (c->tail & ((1u << g->order) - 1))];
@@ -196,9 +196,28 @@ u32 fp_mbox_drain(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx)
 	c->tail = head;
 	c->bar->full_barrier(c->bar->ctx);	/* slot loads before the TAIL store frees them */
 	c->ack_area[FP_MBOX_TAIL] = head;
+	c->delivered += n;
+	return n;
+}
+
+bool fp_mbox_bulk_due(const struct fp_mbox_cons *c)
+{
+	return c->resync || c->ring_area[FP_MBOX_OVF] != c->ovf_seen;
+}
+
+u32 fp_mbox_drain_bulk(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx)
+{
+	const struct fp_mbox_geom *g = &c->geom;
+	const volatile u32 *bitmap = c->ring_area + FP_MBOX_RING + (1u << g->order);
+	u32 ovf, n = 0, i;
 
 	ovf = c->ring_area[FP_MBOX_OVF];
-	if (ovf != c->ovf_seen && !resync) {
+	if (c->resync) {
+		/* Every vector once covers the pending bits too. */
+		n = fp_mbox_deliver_all(c, deliver, ctx);
+		c->resync = false;
+		c->resyncs++;
+	} else if (ovf != c->ovf_seen) {
 		c->bar->read_barrier(c->bar->ctx);	/* OVF before the bitmap */
 		c->scans++;
 		for (i = 0; i < fp_mbox_bitmap_words(g); i++) {
@@ -215,8 +234,6 @@ u32 fp_mbox_drain(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx)
 			}
 		}
 	}
-	if (resync)
-		n += fp_mbox_deliver_all(c, deliver, ctx);
 	if (ovf != c->ovf_seen) {
 		c->ovf_seen = ovf;
 		c->bar->full_barrier(c->bar->ctx);	/* bitmap loads before OVF_ACK */

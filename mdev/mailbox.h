@@ -42,8 +42,8 @@
  *     NTB window, so wmb must be wmb() (sfence on x86), not smp_wmb(): write-combining buffers are
  *     not ordered by a compiler barrier. Same between the bitmap words and OVF. The wrapper then does
  *     wmb() before ringing the doorbell (an uncached MMIO write).
- *   consumer: the doorbell handler clears its doorbell bit first, then drains (a post after the drain
- *     rings again). Load HEAD; rmb (smp_rmb(): the entries were DMA-written in PCIe order before
+ *   consumer: the doorbell handler clears its doorbell bit first, then drains the ring (a post after
+ *     the drain rings again) and has the bulk (bitmap, resync) done outside the hard irq. Load HEAD; rmb (smp_rmb(): the entries were DMA-written in PCIe order before
  *     HEAD); load entries; mb (loads of the slots complete before the TAIL store frees them:
  *     smp_mb()); store TAIL. Likewise load OVF; rmb; load bitmap; mb; store OVF_ACK.
  */
@@ -110,9 +110,11 @@ struct fp_mbox_cons {
 	volatile u32 *ack_area;		/* the producer's memory */
 	const struct fp_mbox_barriers *bar;
 	u32 tail, ovf_seen;
+	bool resync;		/* a corrupt HEAD was seen: every vector is owed one delivery */
 	u64 delivered;		/* deliver() calls */
 	u64 bad;		/* entries rejected; corrupt HEAD values */
 	u64 scans;		/* bitmap scans */
+	u64 resyncs;		/* deliveries of every vector */
 };
 
 bool fp_mbox_geom_valid(const struct fp_mbox_geom *g);
@@ -144,11 +146,16 @@ int fp_mbox_cons_init(struct fp_mbox_cons *c, const struct fp_mbox_geom *g,
 int fp_mbox_post(struct fp_mbox_prod *p, u32 dev, u32 vec);
 
 /*
- * Drain: deliver each valid ring entry in order, then, if OVF changed, every pending bit. Returns
- * the number of deliveries. A HEAD more than a ring ahead of the tail (a broken peer) is counted bad
- * and resynchronised by delivering every vector once, so nothing is lost even then.
+ * Drain in two parts. The ring: deliver each valid ring entry in order, at most 1 << order (short
+ * enough for a hard irq). A HEAD more than a ring ahead of the tail (a broken peer) is counted bad and
+ * owes a resync. The bulk, when fp_mbox_bulk_due(): an owed resync delivers every vector once (so
+ * nothing is lost even then), else a changed OVF delivers every pending bit; up to nr_dev * nr_vec
+ * deliveries, for a context that may take long. The caller may delay the bulk (both sides keep what
+ * it owes) but must run it once due. Each returns the number of deliveries.
  */
-u32 fp_mbox_drain(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx);
+u32 fp_mbox_drain_ring(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx);
+bool fp_mbox_bulk_due(const struct fp_mbox_cons *c);
+u32 fp_mbox_drain_bulk(struct fp_mbox_cons *c, fp_mbox_deliver_fn deliver, void *ctx);
 
 #ifdef __cplusplus
 }

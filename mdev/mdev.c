@@ -1,21 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * mdev.c - the borrower role: an mdev parent on each NTB's PCI device (libvirt's nodedev only accepts
- * PCI/css/ap parents), one mdev type per remote device the agent announced on that link, and a VFIO
- * device per instance.
- *
- * Types come and go while Linux 6.1 registers all of a parent's types at mdev_register_parent() (an
- * array of struct mdev_type) and offers no way to add or remove one later. farpass therefore
- * RE-REGISTERS the link's parent with the new type table on every announce/withdraw. That is only
- * safe with no instance on the parent (unregistering removes instances), so:
- *  - with no instance on the link: done at once (the type appears/disappears before the ioctl returns);
- *  - otherwise the change is recorded (the ioctl reports FARPASS_*_F_PENDING) and applied by
- *    rereg_work when the link's last instance is removed.
- * Re-registration keeps type names stable ("<ntb driver>-farpass-<lender>-<device id>"), which fixed
- * pre-registered "slots" could not: libvirt domain XML names the type, so the same remote device must
- * have the same type name on every borrower (cold migration). The price is the pending state.
- *
- * Each remote device can be passed to one VM at a time: one instance per type.
+ * mdev.c - the borrower role's instances: the mdev driver of every link's parent (types.c) and a
+ * VFIO device per instance. Each remote device can be passed to one VM at a time: one instance per type.
  *
  * VFIO device: the config region is virtualised (cfg.c decides, fp_cfg_access() serves; forwarded
  * registers go to the agent as CFG_READ/CFG_WRITE upcalls), bus-master enable/clear and reset are
@@ -40,6 +26,7 @@
 #include "cfg.h"
 #include "compat.h"
 #include "counters.h"
+#include "dmauser.h"
 #include "dmawin.h"
 #include "fp.h"
 #include "instance.h"
@@ -49,254 +36,6 @@
 #include "types.h"
 #include "upcall.h"
 #include "xwin.h"
-
-static struct mdev_driver fp_mdev_driver;
-
-static void fp_rereg_work(struct work_struct *work)
-{
-	struct fp_link *link = container_of(work, struct fp_link, rereg_work);
-	int ret;
-
-	mutex_lock(&fp_lock);
-	if (!link->dying && link->rereg_pending) {
-		ret = fp_link_sync_types(link);
-		if (ret && ret != -EBUSY)
-			dev_err(&link->pdev->dev, "farpass: deferred type update failed: %pe\n", ERR_PTR(ret));
-	}
-	mutex_unlock(&fp_lock);
-}
-
-void fp_link_types_init(struct fp_link *link)
-{
-	INIT_WORK(&link->rereg_work, fp_rereg_work);
-}
-
-/* Under fp_lock, or without it once the link is dying (fp_link_types_teardown()). */
-static void fp_link_unregister(struct fp_link *link)
-{
-	unsigned int i;
-
-	if (!link->dying)
-		lockdep_assert_held(&fp_lock);
-	if (link->parent_registered) {
-		mdev_unregister_parent(&link->parent);
-		link->parent_registered = false;
-		fp_count(FP_C_TYPES, -(long long)link->nr_types);
-		fp_count(FP_C_PARENTS, -1);
-	}
-	for (i = 0; i < link->nr_types; i++) {
-		struct fp_type *ft = container_of(link->types[i], struct fp_type, type);
-
-		ft->rdev->registered = false;
-		kfree(ft);
-	}
-	kfree(link->types);
-	link->types = NULL;
-	link->nr_types = 0;
-}
-
-static void fp_rdev_free(struct fp_rdev *rdev)
-{
-	lockdep_assert_held(&fp_lock);
-	list_del(&rdev->node);
-	kfree(rdev);
-	fp_count(FP_C_DEVICES, -1);
-}
-
-int fp_link_sync_types(struct fp_link *link)
-{
-	struct fp_rdev *rdev, *tmp;
-	struct mdev_type **types;
-	struct fp_type *ft;
-	unsigned int n = 0;
-	int ret;
-
-	lockdep_assert_held(&fp_lock);
-	spin_lock(&link->inst_lock);
-	if (link->nr_instances) {
-		link->rereg_pending = true;
-		spin_unlock(&link->inst_lock);
-		return -EBUSY;
-	}
-	link->rereg_busy = true;
-	spin_unlock(&link->inst_lock);
-
-	fp_link_unregister(link);
-	list_for_each_entry_safe(rdev, tmp, &fp_devices, node) {
-		if (rdev->link != link)
-			continue;
-		if (rdev->withdrawn)
-			fp_rdev_free(rdev);
-		else
-			n++;
-	}
-
-	ret = -ENOMEM;
-	types = kcalloc(max(n, 1U), sizeof(*types), GFP_KERNEL);
-	if (!types)
-		goto out_clear_busy;
-	link->types = types;
-	list_for_each_entry(rdev, &fp_devices, node) {
-		if (rdev->link != link)
-			continue;
-		ft = kzalloc(sizeof(*ft), GFP_KERNEL);
-		if (!ft)
-			goto out_free_types;
-		ft->rdev = rdev;
-		ft->type.sysfs_name = rdev->sysfs_name;
-		ft->type.pretty_name = rdev->pretty_name;
-		types[link->nr_types++] = &ft->type;
-	}
-
-	ret = mdev_register_parent(&link->parent, &link->pdev->dev, &fp_mdev_driver,
-				   types, link->nr_types);
-	if (ret)
-		goto out_free_types;
-	for (n = 0; n < link->nr_types; n++)
-		fp_rdev_of(types[n])->registered = true;
-	link->parent_registered = true;
-	link->rereg_pending = false;
-	fp_count(FP_C_PARENTS, 1);
-	fp_count(FP_C_TYPES, link->nr_types);
-	goto out_clear_busy;
-
-out_free_types:
-	fp_link_unregister(link);
-	dev_err(&link->pdev->dev, "farpass: mdev parent registration failed: %pe\n", ERR_PTR(ret));
-out_clear_busy:
-	spin_lock(&link->inst_lock);
-	link->rereg_busy = false;
-	spin_unlock(&link->inst_lock);
-	return ret;
-}
-
-void fp_link_types_teardown(struct fp_link *link)
-{
-	struct fp_rdev *rdev, *tmp;
-
-	lockdep_assert_not_held(&fp_lock);
-	WARN_ON_ONCE(!link->dying);
-	spin_lock(&link->inst_lock);
-	link->rereg_busy = true;	/* no new instance */
-	link->rereg_pending = false;
-	spin_unlock(&link->inst_lock);
-	/*
-	 * Removes the instances, waiting for their VFIO users to let go (however long a guest ignores
-	 * the request): without fp_lock, so the other links' ioctls go on. Nothing else touches a dying
-	 * link's parent (rereg_work and WITHDRAW check `dying`; ANNOUNCE no longer finds the link).
-	 */
-	fp_link_unregister(link);
-	mutex_lock(&fp_lock);
-	list_for_each_entry_safe(rdev, tmp, &fp_devices, node)
-		if (rdev->link == link)
-			fp_rdev_free(rdev);
-	mutex_unlock(&fp_lock);
-}
-
-int fp_device_announce(const struct farpass_announce *desc, u32 *flags)
-{
-	struct fp_link *link;
-	struct fp_rdev *rdev;
-	unsigned int count = 0;
-	int ret;
-
-	mutex_lock(&fp_lock);
-	link = fp_link_find(desc->ntb);
-	if (!link) {
-		ret = -ENODEV;
-		goto out_unlock;
-	}
-	list_for_each_entry(rdev, &fp_devices, node) {
-		if (rdev->desc.device_id == desc->device_id) {
-			ret = -EEXIST;
-			goto out_unlock;
-		}
-		count++;
-	}
-	if (count >= FARPASS_MAX_DEVICES) {
-		ret = -ENOSPC;
-		goto out_unlock;
-	}
-	ret = fp_bar_slots_check(link, desc);
-	if (ret)
-		goto out_unlock;
-	rdev = kzalloc(sizeof(*rdev), GFP_KERNEL);
-	if (!rdev) {
-		ret = -ENOMEM;
-		goto out_unlock;
-	}
-	rdev->link = link;
-	rdev->desc = *desc;
-	if (fp_type_sysfs_name(rdev->sysfs_name, sizeof(rdev->sysfs_name), desc->lender,
-			       desc->device_id) < 0 ||
-	    fp_type_pretty_name(rdev->pretty_name, sizeof(rdev->pretty_name), desc->lender,
-				desc->vendor, desc->device, desc->lender_addr) < 0) {
-		ret = -EINVAL;	/* cannot happen with validated names; keep the check */
-		goto out_free_rdev;
-	}
-	list_add_tail(&rdev->node, &fp_devices);
-	fp_count(FP_C_DEVICES, 1);
-
-	ret = fp_link_sync_types(link);
-	if (ret == -EBUSY) {
-		*flags |= FARPASS_ANNOUNCE_F_PENDING;
-		ret = 0;
-	} else if (ret) {
-		fp_rdev_free(rdev);
-		/* The other devices of the link lost their types too: try to restore them. */
-		if (fp_link_sync_types(link))
-			dev_err(&link->pdev->dev, "farpass: no mdev parent on this link now\n");
-	}
-	goto out_unlock;
-
-out_free_rdev:
-	kfree(rdev);
-out_unlock:
-	mutex_unlock(&fp_lock);
-	return ret;
-}
-
-int fp_device_withdraw(u32 device_id, u32 *flags)
-{
-	struct fp_rdev *rdev;
-	bool found = false;
-	int ret;
-
-	mutex_lock(&fp_lock);
-	list_for_each_entry(rdev, &fp_devices, node) {
-		if (rdev->desc.device_id == device_id && !rdev->withdrawn) {
-			found = true;
-			break;
-		}
-	}
-	if (!found || rdev->link->dying) {
-		ret = -ENOENT;	/* a dying link's devices go with it */
-		goto out_unlock;
-	}
-	spin_lock(&rdev->link->inst_lock);
-	if (rdev->claimed) {
-		spin_unlock(&rdev->link->inst_lock);
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	rdev->withdrawn = true;
-	spin_unlock(&rdev->link->inst_lock);
-
-	if (!rdev->registered) {
-		/* Announced while the link was busy and never registered: nothing to unregister. */
-		fp_rdev_free(rdev);
-		ret = 0;
-		goto out_unlock;
-	}
-	ret = fp_link_sync_types(rdev->link);	/* frees rdev when it succeeds */
-	if (ret == -EBUSY) {
-		*flags |= FARPASS_WITHDRAW_F_PENDING;
-		ret = 0;
-	}
-out_unlock:
-	mutex_unlock(&fp_lock);
-	return ret;
-}
 
 /* ------------------------------------------------------------------------------ vfio_device_ops */
 
@@ -337,11 +76,15 @@ static int fp_call(struct fp_mdev *fm, u32 op, u64 arg0, u64 arg1, u64 arg2, u64
 	u64 data[FP_UPCALL_NARGS];
 	int ret;
 
-	if (fp_dead(fm))
+	/* RETURN goes out even then: until the lender confirms it, our window range stays quarantined. */
+	if (fp_dead(fm) && op != FARPASS_UPCALL_RETURN)
 		return -ENODEV;
-	ret = fp_upcall(op, fm->rdev->desc.device_id, args, data);
+	ret = fp_upcall(&fm->uq_share, op, fm->rdev->desc.device_id, args, data);
 	if (ret == -ETIMEDOUT || ret == -ENOTCONN)
 		fp_mark_dead(fm, ret);
+	else if (ret == -EBUSY)	/* its own requests fill its share: the agent is alive */
+		dev_warn_ratelimited(fm->vdev.dev, "farpass: device %u: %u upcalls outstanding, op %u refused\n",
+				     fm->rdev->desc.device_id, FP_UPCALL_SHARE, op);
 	else if (!ret && out)
 		*out = data[0];
 	return ret;
@@ -515,11 +258,12 @@ static int fp_irq_upcall(struct fp_mdev *fm, int index, u32 count)
 	return fp_call(fm, FARPASS_UPCALL_SET_IRQS, fm->instance, index, count, NULL);
 }
 
-static void fp_dma_destroy(struct fp_mdev *fm)
+/* Our DMA window goes; its range stays quarantined unless the lender confirmed the lease ended. */
+static void fp_dma_destroy(struct fp_mdev *fm, bool returned)
 {
 	mutex_lock(&fm->dma_lock);
 	if (fm->dmawin)
-		fp_dmawin_destroy(fm->dmawin);
+		fp_dmawin_destroy(fm->dmawin, returned);
 	fm->dmawin = NULL;
 	mutex_unlock(&fm->dma_lock);
 }
@@ -527,15 +271,17 @@ static void fp_dma_destroy(struct fp_mdev *fm)
 /*
  * Give the device back: the BAR mmaps revoked, then RETURN (the lender stops the device and unmaps
  * its side), then the interrupt bridge and our DMA window (unmapped, IOTLB flushed, then unpinned).
- * A failed RETURN still ends the borrow here: the lender resets what it takes back.
+ * A failed RETURN still ends the borrow here, but not the lender's possible mappings of the window.
  */
 static void fp_return(struct fp_mdev *fm)
 {
+	int ret;
+
 	lockdep_assert_held(&fm->bm_lock);
 	fp_bar_lease(fm, false);
-	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+	ret = fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
 	fp_irq_detach(fm->rdev->link, fm->rdev->desc.irq_slot);
-	fp_dma_destroy(fm);
+	fp_dma_destroy(fm, !ret);
 	spin_lock(&fm->state_lock);
 	WRITE_ONCE(fm->borrowed, false);
 	spin_unlock(&fm->state_lock);
@@ -564,6 +310,8 @@ static int fp_borrow(struct fp_mdev *fm)
 	}
 	t1 = ktime_get_ns();
 	ret = fp_call(fm, FARPASS_UPCALL_BORROW, fm->instance, 0, 0, NULL);
+	if (ret == -ETIMEDOUT || ret == -ENOTCONN || ret == -EINTR)
+		goto out_return;	/* no answer: the lender may have mapped the lease */
 	if (ret)
 		goto out_destroy;
 	st.upcall_ns = ktime_get_ns() - t1;
@@ -572,8 +320,11 @@ static int fp_borrow(struct fp_mdev *fm)
 	 * that just looks at config space, nothing to bridge.
 	 */
 	ret = fp_xwin_ready(link) ? fp_irq_attach(link, slot, fp_irq_deliver, fm) : 0;
-	if (ret)
+	if (ret) {
+		dev_warn_ratelimited(fm->vdev.dev, "farpass: interrupt slot %u of device %u: %pe\n", slot,
+				     fm->rdev->desc.device_id, ERR_PTR(ret));
 		goto out_return;
+	}
 	fp_bar_lease(fm, true);
 	spin_lock(&fm->state_lock);
 	WRITE_ONCE(fm->borrowed, true);
@@ -589,11 +340,10 @@ static int fp_borrow(struct fp_mdev *fm)
 	return 0;
 
 out_return:
-	dev_warn_ratelimited(fm->vdev.dev, "farpass: interrupt slot %u of device %u: %pe\n", slot,
-			     fm->rdev->desc.device_id, ERR_PTR(ret));
-	fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL);
+	fp_dma_destroy(fm, !fp_call(fm, FARPASS_UPCALL_RETURN, fm->instance, 0, 0, NULL));
+	return ret;
 out_destroy:
-	fp_dma_destroy(fm);
+	fp_dma_destroy(fm, true);	/* the agent refused: nothing mapped on the lender */
 	return ret;
 }
 
@@ -733,7 +483,8 @@ static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, s
  * is never told about. So after an unmap that took pages out of the window, pin back whatever is
  * mapped again: FP_REFILL_DELAY_MS after the last unmap (QEMU's maps follow its unmaps within one
  * memory transaction), then at doubling delays while pages are missing, FP_REFILL_TRIES times (memory
- * that stays unmapped, a DIMM unplugged or a BIOS area made read-only, ends the retries).
+ * that stays unmapped, a DIMM unplugged or a BIOS area made read-only, ends the retries). Never while
+ * type1 may still be telling another instance of the same VFIO user about an unmap (dmauser.c).
  */
 #define FP_REFILL_DELAY_MS	20
 #define FP_REFILL_TRIES		8
@@ -741,8 +492,13 @@ static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, s
 static void fp_refill_work(struct work_struct *work)
 {
 	struct fp_mdev *fm = container_of(to_delayed_work(work), struct fp_mdev, refill);
+	unsigned long wait = fp_dmauser_refill_wait(fm->dmauser, msecs_to_jiffies(FP_REFILL_DELAY_MS));
 	long missing = 0;
 
+	if (wait) {	/* not a try: nothing was looked at */
+		schedule_delayed_work(&fm->refill, wait);
+		return;
+	}
 	mutex_lock(&fm->dma_lock);
 	if (fm->dmawin)
 		missing = fp_dmawin_refill(fm->dmawin);
@@ -762,6 +518,11 @@ static int fp_vfio_open(struct vfio_device *vdev)
 	ret = fp_bar_open(fm);
 	if (ret)
 		return ret;
+	fm->dmauser = fp_dmauser_get();
+	if (IS_ERR(fm->dmauser)) {
+		ret = PTR_ERR(fm->dmauser);
+		goto err_bar_close;
+	}
 
 	/* Lazy borrow: nothing is borrowed at open; bus-master enable does it. A fresh start. */
 	WRITE_ONCE(fm->dead, false);
@@ -770,6 +531,10 @@ static int fp_vfio_open(struct vfio_device *vdev)
 	fm->irq_index = -1;
 	fp_count(FP_C_VFIO_OPEN, 1);
 	return 0;
+
+err_bar_close:
+	fp_bar_close(fm);
+	return ret;
 }
 
 static void fp_vfio_close(struct vfio_device *vdev)
@@ -784,6 +549,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	fp_cfg_pend_drop(fm);
 	mutex_unlock(&fm->bm_lock);
 	cancel_delayed_work_sync(&fm->refill);
+	fp_dmauser_put(fm->dmauser);
 	fp_bar_close(fm);
 	spin_lock(&fm->state_lock);
 	err = fm->err_trigger;
@@ -1127,6 +893,7 @@ static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 	struct fp_mdev *fm = fp_mdev_of(vdev);
 
 	fp_count(FP_C_DMA_UNMAP, 1);
+	fp_dmauser_unmap_begin(fm->dmauser);
 	mutex_lock(&fm->dma_lock);
 	if (fm->dmawin && fp_dmawin_dma_unmap(fm->dmawin, iova, length)) {
 		/* Not before QEMU's unmap is done: pins in its range now would make it call us again. */
@@ -1134,6 +901,7 @@ static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 		mod_delayed_work(system_wq, &fm->refill, msecs_to_jiffies(FP_REFILL_DELAY_MS));
 	}
 	mutex_unlock(&fm->dma_lock);
+	fp_dmauser_unmap_end(fm->dmauser, msecs_to_jiffies(FP_REFILL_DELAY_MS));
 }
 
 static const struct vfio_device_ops fp_vfio_ops = {
@@ -1187,6 +955,7 @@ static int fp_mdev_probe(struct mdev_device *mdev)
 	INIT_DELAYED_WORK(&fm->refill, fp_refill_work);
 	spin_lock_init(&fm->irq_lock);
 	mutex_init(&fm->bar_lock);
+	fp_upcall_share_init(&fm->uq_share);
 	fm->irq_index = -1;
 	ret = vfio_register_emulated_iommu_dev(&fm->vdev);
 	if (ret)
@@ -1246,7 +1015,7 @@ static ssize_t fp_mdev_show_description(struct mdev_type *mtype, char *buf)
 			  d->lender_addr[0] ? " at " : "", d->lender_addr, d->ntb, d->device_id);
 }
 
-static struct mdev_driver fp_mdev_driver = {
+struct mdev_driver fp_mdev_driver = {
 	.device_api = VFIO_DEVICE_API_PCI_STRING,
 	.driver = {
 		.name = FP_NAME,

@@ -25,6 +25,7 @@
 #include <linux/slab.h>
 
 #include "counters.h"
+#include "dmawin.h"
 #include "fp.h"
 #include "irqbridge.h"
 #include "link.h"
@@ -171,6 +172,8 @@ static void fp_link_work(struct work_struct *work)
 		link->hs_err = -ENOLINK;
 		cancel_delayed_work(&link->hello_work);
 		fp_irq_link_down(link);
+		/* No lease outlives the link: ranges whose RETURN was never confirmed are free. */
+		fp_dmawin_link_down(link);
 	}
 out_unlock:
 	mutex_unlock(&link->ctrl_lock);
@@ -280,6 +283,30 @@ static int fp_link_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(fp_link);
 
+/*
+ * Once the context is set, link and doorbell events queue work: stop them, then wait for what they
+ * queued (link_work may re-arm hello_work, so that goes last).
+ */
+static void fp_link_quiesce(struct fp_link *link)
+{
+	ntb_db_set_mask(link->ntb, ntb_db_valid_mask(link->ntb));
+	ntb_clear_ctx(link->ntb);
+	cancel_work_sync(&link->link_work);
+	cancel_work_sync(&link->db_work);
+	cancel_delayed_work_sync(&link->hello_work);
+}
+
+/* The end of a quiesced link: no doorbell or link event runs, so the eventfds and windows can go. */
+static void fp_link_free(struct fp_link *link)
+{
+	fp_irq_link_exit(link);
+	fp_xwin_teardown(link);
+	debugfs_remove_recursive(link->dbg_dir);
+	if (link->up)
+		fp_count(FP_C_LINKS_UP, -1);
+	kfree(link);
+}
+
 static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 {
 	struct fp_link *link;
@@ -350,10 +377,11 @@ err_unlist:
 	mutex_lock(&fp_lock);
 	list_del(&link->node);
 	mutex_unlock(&fp_lock);
-	ntb_db_set_mask(ntb, db_mask);
-	ntb_clear_ctx(ntb);
+	/* The link may have come up, or the peer rung, meanwhile: their work is queued or running. */
+	fp_link_quiesce(link);
 err_irq:
-	fp_irq_link_exit(link);
+	fp_link_free(link);
+	return ret;
 err_xwin:
 	fp_xwin_teardown(link);
 	debugfs_remove_recursive(link->dbg_dir);
@@ -375,26 +403,17 @@ static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	mutex_unlock(&fp_lock);
 	fp_link_types_teardown(link);
 	cancel_work_sync(&link->rereg_work);
+	/* No instance is left to hold a DMA window: only quarantined ranges remain. */
+	fp_dmawin_link_down(link);
 	/* The lender side: the agent's mappings of our windows go before the NTB driver unmaps them. */
 	fp_win_link_teardown(link);
 	/* The peer loses the lent BARs before the link goes. */
 	fp_lend_link_teardown(link);
 
 	ntb_link_disable(ntb);
-	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
-	ntb_clear_ctx(ntb);
-	/* No more events can queue work now. */
-	cancel_work_sync(&link->link_work);
-	cancel_work_sync(&link->db_work);
-	cancel_delayed_work_sync(&link->hello_work);
-	/* No doorbell or link event runs now: unhook the eventfds, then free the windows. */
-	fp_irq_link_exit(link);
-	fp_xwin_teardown(link);
-	debugfs_remove_recursive(link->dbg_dir);
-	if (link->up)
-		fp_count(FP_C_LINKS_UP, -1);
+	fp_link_quiesce(link);
 	fp_count(FP_C_LINKS, -1);
-	kfree(link);
+	fp_link_free(link);
 }
 
 static struct ntb_client fp_ntb_client = {

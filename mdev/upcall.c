@@ -11,9 +11,9 @@
  *
  * Ending without a reply: the waiter's timeout (-ETIMEDOUT) or fatal signal (-EINTR) unlinks it; the
  * release of the file that took it fails it with -ENOTCONN; the release of the last file fails the
- * queued ones too; with no file open a request fails at once. Nothing here waits unboundedly: the one
- * sleep of a caller is bounded by the deadline, and fp_uq_lock is a spinlock held for list operations
- * only.
+ * queued ones too; with no file open a request fails at once. Nothing here waits unboundedly: a
+ * caller sleeps at most upcall_timeout_ms for a slot of its instance's share, then as long for the
+ * reply, and fp_uq_lock is a spinlock held for list and share operations only.
  */
 #include <linux/fs.h>
 #include <linux/jiffies.h>
@@ -76,9 +76,37 @@ static void fp_uq_finish(struct fp_upcall_rq *rq, int error)
 	complete(&rq->done);
 }
 
-int fp_upcall(u32 op, u32 device_id, const u64 args[FP_UPCALL_NARGS], u64 data[FP_UPCALL_NARGS])
+void fp_upcall_share_init(struct fp_upcall_share *share)
+{
+	share->outstanding = 0;
+	init_waitqueue_head(&share->slot_free);
+}
+
+/* Take a slot of @share if one is free (the wait condition of fp_upcall()). */
+static bool fp_uq_slot_take(struct fp_upcall_share *share)
+{
+	bool taken;
+
+	spin_lock(&fp_uq_lock);
+	taken = share->outstanding < FP_UPCALL_SHARE;
+	if (taken)
+		share->outstanding++;
+	spin_unlock(&fp_uq_lock);
+	return taken;
+}
+
+/* The caller's request is over: give its slot back. Caller holds fp_uq_lock; wakes after unlocking. */
+static void fp_uq_slot_put(struct fp_upcall_share *share)
+{
+	lockdep_assert_held(&fp_uq_lock);
+	share->outstanding--;
+}
+
+int fp_upcall(struct fp_upcall_share *share, u32 op, u32 device_id, const u64 args[FP_UPCALL_NARGS],
+	      u64 data[FP_UPCALL_NARGS])
 {
 	struct fp_upcall_rq rq = { .op = op, .device_id = device_id };
+	unsigned long timeout = msecs_to_jiffies(fp_upcall_timeout_ms());
 	long left;
 	int ret;
 
@@ -86,14 +114,26 @@ int fp_upcall(u32 op, u32 device_id, const u64 args[FP_UPCALL_NARGS], u64 data[F
 		fp_count(fp_op_counter[op], 1);
 	memcpy(rq.args, args, sizeof(rq.args));
 	init_completion(&rq.done);
-	rq.deadline = jiffies + msecs_to_jiffies(fp_upcall_timeout_ms());
+
+	/* Beyond its share, an instance waits for one of its own requests to end, not the others. */
+	left = wait_event_killable_timeout(share->slot_free, fp_uq_slot_take(share), timeout);
+	if (left < 0)
+		return -EINTR;
+	if (!left) {
+		fp_count(FP_C_UPCALL_BUSY, 1);
+		return -EBUSY;
+	}
 
 	spin_lock(&fp_uq_lock);
 	if (!fp_uq_files) {
+		fp_uq_slot_put(share);
 		spin_unlock(&fp_uq_lock);
+		wake_up(&share->slot_free);
 		fp_count(FP_C_UPCALL_NOTCONN, 1);
 		return -ENOTCONN;
 	}
+	/* The agent has the whole timeout for each request it is given, however long the slot took. */
+	rq.deadline = jiffies + timeout;
 	rq.seq = ++fp_uq_seq;
 	rq.linked = true;
 	list_add_tail(&rq.node, &fp_uq_queued);
@@ -102,12 +142,14 @@ int fp_upcall(u32 op, u32 device_id, const u64 args[FP_UPCALL_NARGS], u64 data[F
 	wake_up_interruptible(&fp_uq_waitq);
 
 	/* Killable, not interruptible: QEMU threads get harmless signals all the time. */
-	left = wait_for_completion_killable_timeout(&rq.done, rq.deadline - jiffies);
+	left = wait_for_completion_killable_timeout(&rq.done, timeout);
 
 	spin_lock(&fp_uq_lock);
 	if (rq.linked)	/* no reply, no release: withdraw it */
 		fp_uq_finish(&rq, left < 0 ? -EINTR : -ETIMEDOUT);
+	fp_uq_slot_put(share);
 	spin_unlock(&fp_uq_lock);
+	wake_up(&share->slot_free);
 	/*
 	 * Unlinked by us or by a reply/release that ran complete() under fp_uq_lock, which we took after
 	 * it: nobody touches rq any more.

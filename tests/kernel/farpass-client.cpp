@@ -11,11 +11,12 @@
 //   farpass-client unknown-ioctl                          (after VERSION: an unknown command number)
 //   farpass-client upcall-get [--nonblock] [--wait-ms N]  (one UPCALL_GET, no reply)
 //   farpass-client upcall-reply --seq N [--error E] [--flags N]
-//   farpass-client agent [--log FILE] [--delay-ms N] [--msix-table X]  (serve upcalls until killed: poll(2), then
-//                  UPCALL_GET non-blocking; CFG_READ/WRITE on a fake lender's config space, an NVMe-like
-//                  device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per request;
-//                  --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
-//                  0x2000 (BAR0 at 0x2000))
+//   farpass-client agent [--log FILE] [--delay-ms N] [--msix-table X] [--ignore OP,...]  (serve upcalls until
+//                  killed: poll(2), then UPCALL_GET non-blocking; CFG_READ/WRITE on a fake lender's config
+//                  space, an NVMe-like device 1b36:0010 with PM, VPD, MSI-X, AF, PCIe, MSI; one log line per
+//                  request; --delay-ms: answer that late; --msix-table X: the MSI-X table register, default
+//                  0x2000 (BAR0 at 0x2000); --ignore: requests of these ops (RETURN, RESET, ...) are
+//                  logged and never answered)
 //   farpass-client vfio-bar UUID [--borrow] [--offset X] [--write V] [--len N] [--mmap] [--lease]
 //                  [--cfg-offset X]  (--borrow: bus master on first, off last: "bm_on= ... bm_off=";
 //                  BAR0's region as QEMU's trapped accesses: a 4-byte pwrite of V at X if asked, then a
@@ -45,6 +46,30 @@
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
+//   farpass-client vfio-borrow UUID --id N [--mb M] [--when-grows FILE] [--hold-until FILE] [--then off|reset]
+//                  (as QEMU: M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB; with --when-grows, print
+//                  "ready", wait until FILE grows (1 ms polls), then 200 ms; bus master on (BORROW), DMA_LAYOUT:
+//                  "bm_on= bm_ms= pinned_all=(debugfs pinned_pages counter then) offset=SLOT0'S-WINDOW-OFFSET
+//                  pinned= charged=(growth of the cgroup's memory.current across bus master on, bytes; -1:
+//                  no cgroup v2)"
+//                  (with --hold-until also at once, as
+//                  "borrowed ..."); then (once FILE exists, at most 300 s) bus
+//                  master off (RETURN) or VFIO_DEVICE_RESET: "then= then_ms="; then close; the buffer's
+//                  pages are physically apart, one IOMMU mapping each)
+//   farpass-client vfio-cfg-flood UUID [--procs N] [--ms T] [--offset X]  (N processes (16) read 2 bytes
+//                  of the config region at X (6) for T ms (5000), as a hostile VFIO user: "reads= busy=
+//                  other=", EBUSY and other errors counted)
+//   farpass-client vfio-two UUID1 UUID2 --id1 N --id2 N [--mb M] [--rounds R] [--gap-ms G]  (both mdevs in
+//                  one container, as QEMU with two devices: M (64) MiB mapped at IOVA 1 MiB, pages apart,
+//                  both borrowed; then R (20) times the mapping unmapped and mapped again (as QEMU re-splits
+//                  a RAM section), G (30) ms apart; then (at most 60 s) until both windows are whole
+//                  again; bus master off: "pinned1= pinned2= off1= off2=")
+//   farpass-client fuzz UUID [--seed S] [--ms T]  (a hostile VFIO user, seeded, for T (30000) ms: random
+//                  config and region reads/writes (any index, offset, size), GET_REGION_INFO, GET_IRQ_INFO,
+//                  SET_IRQS (any index, flags, range, eventfd or not), RESET, mmap of any region offset,
+//                  bus master toggles (borrows), unmaps and re-maps of its 4 MiB of RAM, and on /dev/farpass
+//                  VERSION, DMA_LAYOUT and unknown commands with random bytes; then close:
+//                  "ops= failed=")
 //   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P slots=GPA+SIZE,...")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
@@ -88,6 +113,11 @@
 //                  (IRQ_BRIDGE: N new eventfds for vectors V.., then write each of them K times, round
 //                  by round; --clear: FARPASS_IRQ_BRIDGE_F_CLEAR of the slot (count 0); --bad-fd: the
 //                  last fd is /dev/null's. The fds are closed at exit: the kernel keeps its references.)
+//   farpass-client mbox-garbage --ntb PCI --slot S [--count K] [--gap-ms M]  (lender, as a broken peer:
+//                  K (40) times, M (50) ms apart, a garbage HEAD (2^30 + k * 2^16) into the peer's interrupt
+//                  mailbox through outbound window FARPASS_MW_DMA, then a post of slot S vector 0 through a
+//                  fresh IRQ_BRIDGE eventfd, which rings the doorbell; the slot is cleared at the end.
+//                  Our producer writes HEAD itself unless it sees the ring full: "heads=K")
 // All: [--expect ok|ENAME] [--dev PATH]
 #include <algorithm>
 #include <atomic>
@@ -98,6 +128,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <linux/vfio.h>
 #include <poll.h>
 #include <signal.h>
@@ -106,9 +137,11 @@
 #include <map>
 #include <array>
 #include <string>
+#include <random>
 #include <string_view>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -284,6 +317,15 @@ bool eventfd_fired(int efd)
 
 const char *ename(int err) { return err ? strerrorname_np(err) : "ok"; }
 
+// GET_REGION_INFO of region INDEX of device DEV (without capabilities): 0 or the errno.
+int region_info(int dev, uint32_t index, vfio_region_info &ri)
+{
+	ri = {};
+	ri.argsz = sizeof(ri);
+	ri.index = index;
+	return ioctl(dev, VFIO_DEVICE_GET_REGION_INFO, &ri) ? errno : 0;
+}
+
 int run_vfio_cfg(const Args &a, bool dead)
 {
 	if (a.positional.empty())
@@ -292,11 +334,9 @@ int run_vfio_cfg(const Args &a, bool dead)
 	std::string what;
 	if (int err = vfio_open(a.positional[0], v, what))
 		return finish(a, err, what);
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
 	if (ri.size != 4096 || (ri.flags & 3) != (VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE))
 		return finish(a, EINVAL, "config region size/flags");
 	Cfg cfg{v.dev, ri.offset};
@@ -441,6 +481,7 @@ int run_agent(const Args &a, int fd)
 	if (a.has("msix-table"))
 		devcfg.put(0x64, static_cast<uint32_t>(a.num("msix-table", 0)), 4);
 	unsigned delay_ms = static_cast<unsigned>(a.num("delay-ms", 0));
+	const std::string ignore = "," + a.str("ignore") + ",";
 	std::fprintf(log, "ready pid=%d\n", getpid());
 	std::fflush(log);
 	for (;;) {
@@ -492,6 +533,8 @@ int run_agent(const Args &a, int fd)
 					rep.error = -EOPNOTSUPP;
 			}
 			std::fflush(log);
+			if (ignore.find("," + std::string(op_name(r.op)) + ",") != std::string::npos)
+				continue;	// taken, never answered: the kernel's wait times out
 			if (delay_ms)
 				usleep(delay_ms * 1000);
 			if (ioctl(fd, FARPASS_IOCTL_UPCALL_REPLY, &rep)) {
@@ -634,6 +677,49 @@ int run_irq_bridge(const Args &a, int fd)
 	for (int e : efds)
 		close(e);
 	return finish(a, err, "signalled=" + std::to_string(writes));
+}
+
+// A broken peer's garbage HEADs in the borrower's interrupt mailbox, each followed by a doorbell.
+int run_mbox_garbage(const Args &a, int fd)
+{
+	constexpr uint64_t ring_area = 64 * 1024;	// FP_XWIN_DMA_TAIL: the ring area ends the DMA window
+	farpass_outbound_window w;
+	Args wa = a;
+	wa.opt["mw"] = std::to_string(FARPASS_MW_DMA);
+	if (int err = outbound_window(fd, wa, w))
+		return finish(a, err, "OUTBOUND_WINDOW");
+	void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       static_cast<off_t>(w.offset + w.size - ring_area));
+	if (m == MAP_FAILED)
+		return finish(a, errno, "mmap");
+	auto *head = static_cast<volatile uint32_t *>(m);	// FP_MBOX_HEAD, word 0
+	int efd = eventfd(0, EFD_CLOEXEC);
+	std::vector<unsigned char> buf(sizeof(farpass_irq_bridge) + sizeof(int32_t));
+	auto *b = reinterpret_cast<farpass_irq_bridge *>(buf.data());
+	b->argsz = static_cast<uint32_t>(buf.size());
+	copy_name(b->ntb, a.str("ntb", "0000:00:0a.0"));
+	b->irq_slot = static_cast<uint32_t>(a.num("slot", 0));
+	b->count = 1;
+	b->fds[0] = efd;
+	if (efd < 0 || ioctl(fd, FARPASS_IOCTL_IRQ_BRIDGE, buf.data()))
+		return finish(a, errno, "IRQ_BRIDGE");
+	const uint64_t count = a.num("count", 40);
+	for (uint64_t k = 1; k <= count; k++) {
+		*head = static_cast<uint32_t>((1u << 30) + (k << 16));
+		__sync_synchronize();	// the window's write-combined store out before the doorbell
+		uint64_t one = 1;
+		if (write(efd, &one, sizeof(one)) != sizeof(one))
+			return finish(a, errno, "eventfd write");
+		usleep(static_cast<useconds_t>(a.num("gap-ms", 50) * 1000));
+	}
+	close(efd);
+	munmap(m, 4096);
+	b->flags = FARPASS_IRQ_BRIDGE_F_CLEAR;
+	b->count = 0;
+	b->argsz = sizeof(farpass_irq_bridge);
+	if (ioctl(fd, FARPASS_IOCTL_IRQ_BRIDGE, buf.data()))
+		return finish(a, errno, "IRQ_BRIDGE clear");
+	return finish(a, 0, "heads=" + std::to_string(count));
 }
 
 // edu's registers (QEMU hw/misc/edu.c): 4-byte accesses; DMA from/to its buffer at 0x40000 (4 KiB; a
@@ -848,6 +934,19 @@ int vfio_dma_map(int container, void *vaddr, uint64_t iova, uint64_t size, bool 
 	return ioctl(container, VFIO_IOMMU_MAP_DMA, &m) ? errno : 0;
 }
 
+// V's config region (into CFG) and its command register, as QEMU reads them before setting bus master:
+// 0 or an errno, *what says which step failed.
+int cfg_command(const Vfio &v, Cfg &cfg, uint32_t &cmd, std::string &what)
+{
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return what = "GET_REGION_INFO config", err;
+	cfg.base = ri.offset;
+	if (int err = cfg.read(4, 2, cmd))
+		return what = "command", err;
+	return 0;
+}
+
 int run_vfio_dma(const Args &a, int fd)
 {
 	if (a.positional.empty() || !a.has("dir"))
@@ -877,15 +976,10 @@ int run_vfio_dma(const Args &a, int fd)
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, lower half");
 	if (int err = vfio_dma_map(v.container, hi + size / 2, iova_hi + size / 2, size / 2, false))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, upper half");
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
-	Cfg cfg{v.dev, ri.offset};
+	Cfg cfg{v.dev};
 	uint32_t cmd = 0;
-	if (int err = cfg.read(4, 2, cmd))
-		return finish(a, err, "command");
+	if (int err = cfg_command(v, cfg, cmd, what))
+		return finish(a, err, what);
 	double t0 = now_ms();
 	if (int err = cfg.write(4, 2, cmd | 0x6))
 		return finish(a, err, "bus master on (BORROW)");
@@ -944,6 +1038,316 @@ int run_vfio_dma(const Args &a, int fd)
 	if (!wait_file(dir + "/go3"))
 		return finish(a, ETIMEDOUT, "go3");
 	return finish(a, uerr ? uerr : off, "");
+}
+
+// This process's cgroup v2 memory.current (bytes charged to it, kernel memory included), or -1.
+long long cgroup_memory()
+{
+	std::ifstream cg("/proc/self/cgroup");
+	std::string line, path;
+	while (std::getline(cg, line))
+		if (line.starts_with("0::"))
+			path = line.substr(3);
+	std::ifstream cur("/sys/fs/cgroup" + path + "/memory.current");
+	long long v;
+	return !path.empty() && cur >> v ? v : -1;
+}
+
+int run_vfio_borrow(const Args &a, int fd)
+{
+	if (a.positional.empty())
+		return 2;
+	const uint64_t size = a.num("mb", 2) << 20, iova = 1ull << 20;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (buf == MAP_FAILED)
+		return finish(a, errno, "buffer");
+	// Pages faulted in from the end: the allocator hands out ascending frames, so no two neighbours are
+	// physically contiguous and the kernel maps (and unmaps, with an IOTLB flush) each page on its own.
+	madvise(buf, size, MADV_NOHUGEPAGE);
+	for (uint64_t off = size; off; off -= 4096)
+		buf[off - 4096] = 1;
+	if (int err = vfio_dma_map(v.container, buf, iova, size, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA");
+	Cfg cfg{v.dev};
+	uint32_t cmd = 0;
+	if (int err = cfg_command(v, cfg, cmd, what))
+		return finish(a, err, what);
+	if (a.has("when-grows")) {
+		// Ready to borrow at once: wait (1 ms polls, at most 300 s) until the file grows, then 200 ms.
+		const std::string file = a.str("when-grows");
+		const auto size0 = std::filesystem::file_size(file);
+		std::printf("ready\n");
+		std::fflush(stdout);
+		for (int i = 0; std::filesystem::file_size(file) == size0; i++)
+			if (i == 300000)
+				return finish(a, ETIMEDOUT, "when-grows");
+			else
+				usleep(1000);
+		usleep(200000);
+	}
+	double t0 = now_ms();
+	const long long mem0 = cgroup_memory();
+	int bm = cfg.write(4, 2, cmd | 0x6);
+	const long bm_ms = static_cast<long>(now_ms() - t0);
+	const long long charged = mem0 < 0 ? -1 : cgroup_memory() - mem0;
+	// Every instance's pinned pages at once, to tell whether another window was still being torn down.
+	unsigned long long all = ~0ull;
+	if (FILE *f = std::fopen("/sys/kernel/debug/farpass/counters", "r")) {
+		char line[128];
+		while (std::fgets(line, sizeof(line), f))
+			if (!std::strncmp(line, "pinned_pages ", 13))
+				all = std::strtoull(line + 13, nullptr, 10);
+		std::fclose(f);
+	}
+	farpass_dma_layout l;
+	int lerr = bm ? bm : dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
+	char detail[192];
+	std::snprintf(detail, sizeof(detail), "bm_on=%s bm_ms=%ld pinned_all=%llu offset=%#llx pinned=%llu charged=%lld",
+		      ename(bm), bm_ms, all, static_cast<unsigned long long>(!lerr && l.nr_slots ? l.slots[0].offset : ~0ull),
+		      static_cast<unsigned long long>(lerr ? 0 : l.pages_pinned), charged);
+	std::string out = detail;
+	if (a.has("hold-until")) {
+		std::printf("borrowed %s\n", detail);
+		std::fflush(stdout);
+		if (!wait_file(a.str("hold-until")))
+			return finish(a, ETIMEDOUT, out + " hold-until");
+	}
+	const std::string then = a.str("then");
+	t0 = now_ms();
+	if (then == "off")
+		out += std::string(" then=") + ename(cfg.write(4, 2, cmd & ~0x4u));
+	else if (then == "reset")
+		out += std::string(" then=") + ename(ioctl(v.dev, VFIO_DEVICE_RESET) ? errno : 0);
+	if (!then.empty())
+		out += " then_ms=" + std::to_string(static_cast<long>(now_ms() - t0));
+	return finish(a, bm ? bm : lerr, out);
+}
+
+// Two farpass devices in one VFIO container: their .dma_unmap are called in turn by the same unmap.
+int run_vfio_two(const Args &a, int fd)
+{
+	if (a.positional.size() < 2)
+		return 2;
+	const uint64_t size = a.num("mb", 64) << 20, iova = 1ull << 20;
+	Vfio v1, v2;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v1, what))
+		return finish(a, err, what);
+	std::error_code ec;
+	auto grp = std::filesystem::read_symlink("/sys/bus/mdev/devices/" + a.positional[1] + "/iommu_group", ec);
+	if (ec)
+		return finish(a, ENOENT, "no iommu_group for " + a.positional[1]);
+	if ((v2.group = open(("/dev/vfio/" + grp.filename().string()).c_str(), O_RDWR | O_CLOEXEC)) < 0)
+		return finish(a, errno, "second group");
+	if (ioctl(v2.group, VFIO_GROUP_SET_CONTAINER, &v1.container))
+		return finish(a, errno, "second VFIO_GROUP_SET_CONTAINER");
+	if ((v2.dev = ioctl(v2.group, VFIO_GROUP_GET_DEVICE_FD, a.positional[1].c_str())) < 0)
+		return finish(a, errno, "second VFIO_GROUP_GET_DEVICE_FD");
+	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (buf == MAP_FAILED)
+		return finish(a, errno, "buffer");
+	madvise(buf, size, MADV_NOHUGEPAGE);
+	for (uint64_t off = size; off; off -= 4096)	// pages apart, as vfio-borrow
+		buf[off - 4096] = 1;
+	if (int err = vfio_dma_map(v1.container, buf, iova, size, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA");
+	Cfg c1{v1.dev}, c2{v2.dev};
+	uint32_t cmd1 = 0, cmd2 = 0;
+	if (int err = cfg_command(v1, c1, cmd1, what))
+		return finish(a, err, what);
+	if (int err = cfg_command(v2, c2, cmd2, what))
+		return finish(a, err, what);
+	if (int err = c1.write(4, 2, cmd1 | 0x6))
+		return finish(a, err, "bus master on 1");
+	if (int err = c2.write(4, 2, cmd2 | 0x6))
+		return finish(a, err, "bus master on 2");
+	for (uint64_t r = 0; r < a.num("rounds", 20); r++) {
+		if (int err = vfio_dma_map(v1.container, buf, iova, size, true))
+			return finish(a, err, "VFIO_IOMMU_UNMAP_DMA round " + std::to_string(r));
+		if (int err = vfio_dma_map(v1.container, buf, iova, size, false))
+			return finish(a, err, "VFIO_IOMMU_MAP_DMA round " + std::to_string(r));
+		usleep(static_cast<useconds_t>(a.num("gap-ms", 30) * 1000));
+	}
+	const uint32_t id1 = static_cast<uint32_t>(a.num("id1", 1)), id2 = static_cast<uint32_t>(a.num("id2", 2));
+	farpass_dma_layout l1, l2;
+	for (int i = 0; i < 600; i++) {
+		int err = dma_layout(fd, id1, l1);
+		if (err || (err = dma_layout(fd, id2, l2)))
+			return finish(a, err, "DMA_LAYOUT");
+		if (l1.pages_pinned == size / 4096 && l2.pages_pinned == size / 4096)
+			break;
+		usleep(100000);
+	}
+	std::string out = "pinned1=" + std::to_string(l1.pages_pinned) + " pinned2=" + std::to_string(l2.pages_pinned);
+	out += std::string(" off1=") + ename(c1.write(4, 2, cmd1 & ~0x4u));
+	out += std::string(" off2=") + ename(c2.write(4, 2, cmd2 & ~0x4u));
+	return finish(a, 0, out);
+}
+
+// A seeded hostile VFIO user (and /dev/farpass caller of the harmless commands): random calls until
+// --ms passed. Only whether the kernel survives them, and cleans up after, is the test's business.
+int run_fuzz(const Args &a, int fd)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	constexpr uint64_t size = 4ull << 20, iova = 1ull << 20, half = size / 2;
+	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (buf == MAP_FAILED)
+		return finish(a, errno, "buffer");
+	for (uint64_t h = 0; h < size; h += half)	// two sections, as QEMU's RAM
+		if (int err = vfio_dma_map(v.container, buf + h, iova + h, half, false))
+			return finish(a, err, "VFIO_IOMMU_MAP_DMA");
+	std::mt19937_64 rng(a.num("seed", 1));
+	auto pick = [&](uint64_t n) { return rng() % n; };
+	const int fds[] = {eventfd(0, EFD_CLOEXEC), -1, open("/dev/null", O_RDONLY | O_CLOEXEC)};
+	std::vector<unsigned char> blob(8192);
+	// Regions at index << 40 (docs/mdev.md); the fuzz also tries indexes beyond the device's.
+	auto region_off = [](uint64_t index) { return index << 40; };
+	const uint64_t cfg = region_off(VFIO_PCI_CONFIG_REGION_INDEX);
+	uint64_t ops = 0, failed = 0;
+	const double end = now_ms() + static_cast<double>(a.num("ms", 30000));
+	while (now_ms() < end) {
+		for (auto &b : blob)
+			b = static_cast<unsigned char>(rng());
+		const uint64_t off = pick(4) ? pick(0x5000) : rng();
+		const size_t len = 1 + pick(pick(4) ? 8 : 8192);
+		const uint64_t region = region_off(pick(12));
+		int r = 0;
+		switch (pick(11)) {
+		case 0:
+			r = static_cast<int>(pread(v.dev, blob.data(), len, static_cast<off_t>(region + off)));
+			break;
+		case 1:
+			r = static_cast<int>(pwrite(v.dev, blob.data(), len, static_cast<off_t>(region + off)));
+			break;
+		case 2: {	// the command register, bus master on or off (a borrow or a return)
+			uint16_t cmd = static_cast<uint16_t>(pick(2) ? 0x6 : 0x2);
+			r = static_cast<int>(pwrite(v.dev, &cmd, 2, static_cast<off_t>(cfg + 4)));
+			break;
+		}
+		case 3: {
+			vfio_region_info ri{};
+			ri.argsz = static_cast<uint32_t>(pick(2) ? sizeof(ri) : pick(64));
+			ri.index = static_cast<uint32_t>(pick(2) ? pick(12) : rng());
+			r = ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri);
+			break;
+		}
+		case 4: {
+			vfio_irq_info ii{};
+			ii.argsz = static_cast<uint32_t>(pick(2) ? sizeof(ii) : pick(64));
+			ii.index = static_cast<uint32_t>(pick(2) ? pick(6) : rng());
+			r = ioctl(v.dev, VFIO_DEVICE_GET_IRQ_INFO, &ii);
+			break;
+		}
+		case 5: {
+			auto *si = reinterpret_cast<vfio_irq_set *>(blob.data());
+			const uint32_t count = static_cast<uint32_t>(pick(4) ? pick(70) : rng());
+			si->index = static_cast<uint32_t>(pick(6));
+			si->flags = static_cast<uint32_t>((1u << pick(3)) | (1u << (3 + pick(3))));
+			si->start = static_cast<uint32_t>(pick(4) ? pick(70) : rng());
+			si->count = count;
+			si->argsz = static_cast<uint32_t>(pick(4) ? sizeof(*si) + std::min<uint32_t>(count, 1024) * 4 : pick(8192));
+			auto *data = reinterpret_cast<int32_t *>(si->data);
+			for (uint32_t i = 0; i < std::min<uint32_t>(count, 1024); i++)
+				data[i] = fds[pick(3)];
+			r = ioctl(v.dev, VFIO_DEVICE_SET_IRQS, si);
+			break;
+		}
+		case 6:
+			r = ioctl(v.dev, VFIO_DEVICE_RESET);
+			break;
+		case 7: {
+			void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, v.dev,
+				       static_cast<off_t>(region + (off & ~4095ull)));
+			r = m == MAP_FAILED ? -1 : 0;
+			if (!r) {
+				(void)*static_cast<volatile uint32_t *>(m);
+				munmap(m, 4096);
+			}
+			break;
+		}
+		case 8: {	// a section unmapped (.dma_unmap), then mapped again (the refill)
+			const uint64_t h = pick(2) * half;
+			r = vfio_dma_map(v.container, buf + h, iova + h, half, true) ? -1 : 0;
+			if (!r)
+				r = vfio_dma_map(v.container, buf + h, iova + h, half, false) ? -1 : 0;
+			break;
+		}
+		case 9: {
+			farpass_version ver{};
+			ver.argsz = static_cast<uint32_t>(pick(2) ? sizeof(ver) : pick(64));
+			ver.version = static_cast<uint32_t>(pick(2) ? FARPASS_API_VERSION : rng());
+			r = ioctl(fd, FARPASS_IOCTL_VERSION, &ver);
+			if (r) {	// an agent's file stays negotiated for the rest
+				ver.argsz = sizeof(ver);
+				ver.version = FARPASS_API_VERSION;
+				ioctl(fd, FARPASS_IOCTL_VERSION, &ver);
+			}
+			break;
+		}
+		default: {	// DMA_LAYOUT of any device, or a command farpass does not have
+			auto *l = reinterpret_cast<farpass_dma_layout *>(blob.data());
+			l->argsz = static_cast<uint32_t>(pick(2) ? sizeof(*l) : pick(8192));
+			if (pick(2))
+				r = ioctl(fd, FARPASS_IOCTL_DMA_LAYOUT, blob.data());
+			else
+				r = ioctl(fd, _IOC(pick(4), FARPASS_IOCTL_TYPE, 16 + pick(240), pick(4096)), blob.data());
+		}
+		}
+		ops++;
+		failed += r < 0;
+	}
+	for (int f : fds)
+		if (f >= 0)
+			close(f);
+	return finish(a, 0, "ops=" + std::to_string(ops) + " failed=" + std::to_string(failed));
+}
+
+// A hostile VFIO user's flood of forwarded config reads (each one a CFG_READ upcall): --procs processes
+// read 2 bytes at --offset (default 6, the status register) for --ms ms. "reads=OK busy=EBUSY other=N".
+int run_vfio_cfg_flood(const Args &a)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
+	const unsigned procs = static_cast<unsigned>(a.num("procs", 16));
+	const double end = now_ms() + static_cast<double>(a.num("ms", 5000));
+	// Counts shared by the processes: reads, EBUSY, other errors.
+	auto *n = static_cast<std::atomic<uint64_t> *>(mmap(nullptr, 3 * sizeof(std::atomic<uint64_t>),
+							     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+	if (n == MAP_FAILED)
+		return finish(a, errno, "counts");
+	for (unsigned i = 0; i < procs; i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return finish(a, errno, "fork");
+		if (pid)
+			continue;
+		uint16_t val;
+		while (now_ms() < end) {
+			ssize_t r = pread(v.dev, &val, 2, static_cast<off_t>(ri.offset + a.num("offset", 6)));
+			n[r == 2 ? 0 : errno == EBUSY ? 1 : 2]++;
+		}
+		_exit(0);
+	}
+	while (wait(nullptr) > 0)
+		;
+	return finish(a, 0, "reads=" + std::to_string(n[0].load()) + " busy=" + std::to_string(n[1].load()) +
+				    " other=" + std::to_string(n[2].load()));
 }
 
 int set_irqs(int dev, uint32_t index, uint32_t flags, uint32_t start, uint32_t count, const void *data = nullptr,
@@ -1015,18 +1419,14 @@ int run_vfio_bar(const Args &a)
 	std::string what;
 	if (int err = vfio_open(a.positional[0], v, what))
 		return finish(a, err, what);
-	vfio_region_info bar{};
-	bar.argsz = sizeof(bar);
-	bar.index = VFIO_PCI_BAR0_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &bar))
-		return finish(a, errno, "GET_REGION_INFO");
+	vfio_region_info bar;
+	if (int err = region_info(v.dev, VFIO_PCI_BAR0_REGION_INDEX, bar))
+		return finish(a, err, "GET_REGION_INFO");
 	const uint64_t off = a.num("offset", 0);
 	std::string detail;
-	vfio_region_info ci{};
-	ci.argsz = sizeof(ci);
-	ci.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ci))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ci;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ci))
+		return finish(a, err, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ci.offset};
 	uint32_t cmd = 0;
 	if (a.has("borrow")) {
@@ -1120,11 +1520,9 @@ int run_vfio_irq(const Args &a)
 					    std::to_string(ii.count));
 	}
 
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ri.offset};
 	int e0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
 	    e2 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1453,11 +1851,9 @@ int run_nvme_identify(const Args &a)
 	if (!(info.flags & VFIO_DEVICE_FLAGS_PCI) || info.num_regions <= VFIO_PCI_CONFIG_REGION_INDEX ||
 	    info.num_irqs <= VFIO_PCI_MSIX_IRQ_INDEX)
 		return finish(a, EINVAL, "not a VFIO PCI device");
-	vfio_region_info ri{};
-	ri.argsz = sizeof(ri);
-	ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
-	if (ioctl(v.dev, VFIO_DEVICE_GET_REGION_INFO, &ri))
-		return finish(a, errno, "GET_REGION_INFO config");
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
 	Cfg cfg{v.dev, ri.offset};
 	Bar bar;
 	if (int err = bar.map(v.dev, VFIO_PCI_BAR0_REGION_INDEX, a.has("no-mmap"), what))
@@ -1598,6 +1994,8 @@ int run(const Args &a)
 		return run_vfio_info(a);
 	if (a.action == "vfio-irq")
 		return run_vfio_irq(a);
+	if (a.action == "vfio-cfg-flood")
+		return run_vfio_cfg_flood(a);
 	if (a.action == "vfio-bar")
 		return run_vfio_bar(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
@@ -1691,12 +2089,20 @@ int run(const Args &a)
 		return run_window_rw(a, fd);
 	if (a.action == "bar-map")
 		return run_bar_map(a, fd);
+	if (a.action == "mbox-garbage")
+		return run_mbox_garbage(a, fd);
 	if (a.action == "irq-bridge")
 		return run_irq_bridge(a, fd);
 	if (a.action == "window-stamp")
 		return run_window_stamp(a, fd);
 	if (a.action == "vfio-dma")
 		return run_vfio_dma(a, fd);
+	if (a.action == "fuzz")
+		return run_fuzz(a, fd);
+	if (a.action == "vfio-two")
+		return run_vfio_two(a, fd);
+	if (a.action == "vfio-borrow")
+		return run_vfio_borrow(a, fd);
 	if (a.action == "dma-layout") {
 		farpass_dma_layout l;
 		int err = dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);

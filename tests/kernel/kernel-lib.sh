@@ -82,3 +82,14 @@ fp_expect_identify() {
 	expect "... model \"$model\" starts with QEMU NVMe Ctrl" grep -q '^QEMU NVMe Ctrl' <<<"$model"
 	expect_eq "Identify Namespace 1 (into the high buffer): NSZE = image size / 512" "$(fp_field "$out" nsze)" "$nsze"
 }
+
+# fp_rig_up_edu: a rig of the lender, with QEMU's edu device at EDU_ADDR, and borrower1 (B); NTB and
+# LNTB are the borrower's and the lender's NTB.
+fp_rig_up_edu() {
+	EDU_ADDR=0000:00:06.0
+	export RIG_LENDER_EXTRA="-device edu,addr=0x6"
+	rig_up --borrowers 1
+	B=borrower1
+	NTB=$(ntb_pci $B)
+	LNTB=$(ntb_pci lender)
+}

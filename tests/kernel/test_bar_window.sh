@@ -20,12 +20,7 @@ set -euo pipefail
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
 
-EDU_ADDR=0000:00:06.0
-export RIG_LENDER_EXTRA="-device edu,addr=0x6"
-rig_up --borrowers 1
-B=borrower1
-LNTB=$(ntb_pci lender)
-BNTB=$(ntb_pci $B)
+fp_rig_up_edu
 SLOT=0x100000      # edu's BAR0 is 1 MiB: a slot aligned to its size
 EDU_ID=0x10000ed   # as %#x prints 0x010000ed
 
@@ -37,7 +32,7 @@ done
 map() { fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 "$@"; }
 # The word at offset $1 of the borrower's outbound BAR window (after writing $2 there, if given).
 peek() {
-	rig_run $B -- "$FP_CLIENT window-rw --ntb $BNTB --mw 0 --offset $(($1)) ${2:+--write $2}" |
+	rig_run $B -- "$FP_CLIENT window-rw --ntb $NTB --mw 0 --offset $(($1)) ${2:+--write $2}" |
 		sed -n 's/^ok value=//p'
 }
 

@@ -43,12 +43,7 @@ set -euo pipefail
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
 
-EDU_ADDR=0000:00:06.0
-export RIG_LENDER_EXTRA="-device edu,addr=0x6"
-rig_up --borrowers 1
-B=borrower1
-NTB=$(ntb_pci $B)
-LNTB=$(ntb_pci lender)
+fp_rig_up_edu
 T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-7
 U=8f7c3ab0-5c6e-4e41-9d3e-0000000000d7
 D=/tmp/dmawin

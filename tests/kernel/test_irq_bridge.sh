@@ -11,6 +11,10 @@
 #      x 10 = 640 signals, 256 in the ring and 384 into the pending bitmap (overflows); after "release"
 #      every one of the 64 vectors arrived (256 + 64 deliveries), none other;
 #  (d) F_CLEAR unhooks the slot; the fds were closed by the client long before (the kernel holds them);
+#  (f) a broken lender writes 40 garbage HEADs into the mailbox, each followed by a doorbell (its
+#      producer stopped writing HEAD: the borrower held, the ring filled, a garbage HEAD, released):
+#      the borrower delivers every vector (32768) fewer than 10 times, not once per garbage HEAD
+#      (resyncs are owed and rate-limited, outside the hard irq); garbage HEADs are counted bad;
 #  (e) link down: signals are not posted (counted); the borrower's farpass comes back, the mailboxes
 #      restart and vectors arrive again; unload with hooks in place leaves no warning:
 #      both kernel logs have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
@@ -77,6 +81,24 @@ echo "# (d) F_CLEAR"
 expect_eq "lender: 8 + 64 hooks (2 of them replaced)" "$(fp_counter lender irq_hooks)" 72
 expect "lender: clear slot 5" bridge --slot 5 --clear
 expect_eq "lender: slot 3's 8 hooks left" "$(fp_counter lender irq_hooks)" 8
+
+echo "# (f) garbage HEADs from the lender"
+rig_run $B -- "echo clear > $IRQF; echo hold > $IRQF"
+expect "lender: slot 6 vector 0 signalled 300 times, the borrower holding (the ring fills)" \
+	bridge --slot 6 --count 1 --signal 300
+ring=$(($(fp_client lender window --ntb $LNTB --mw 1 | sed -n 's/.*size=\(0x[0-9a-f]*\).*/\1/p') - 0x10000))
+expect "lender: a garbage HEAD" fp_client lender window-rw --ntb $LNTB --mw 1 --offset $ring --write 0x3fff0000
+dropped=$(fp_counter $B irq_dropped)
+bad=$(fp_counter $B irq_bad)
+rig_run $B -- "echo release > $IRQF"
+expect "lender: 40 more garbage HEADs, each with a doorbell" fp_client lender mbox-garbage --ntb $LNTB --slot 6
+sleep 3
+rig_run $B -- "cat $IRQF | grep -v ^seen"
+all=$(( ($(fp_counter $B irq_dropped) - dropped) / 32768 ))
+expect "borrower: every vector delivered fewer than 10 times for 41 garbage HEADs: $all" test "$all" -lt 10
+expect "borrower: garbage HEADs counted bad: $(($(fp_counter $B irq_bad) - bad))" \
+	test $(($(fp_counter $B irq_bad) - bad)) -gt 0
+expect_eq "lender: slot 6 cleared, slot 3's 8 hooks left" "$(fp_counter lender irq_hooks)" 8
 
 echo "# (e) link down and up"
 rig_run $B -- "rmmod farpass"

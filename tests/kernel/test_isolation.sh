@@ -21,6 +21,24 @@
 #  (14) not borrowed, nothing crosses the link: a trapped read of BAR0 word 0 is all-ones although the
 #      lender maps edu at the slot; with the slot unmapped on the lender (as between leases), a trapped
 #      read and a read of the mmap give all-ones and the lender logs no new DMAR fault.
+#  (5) device 9 (512 MiB of 4 KiB pages) returns, device 10 borrows 200 ms after the agent logs that
+#      RETURN, while device 9's pages are still pinned (its window being torn down): device 10's
+#      window is placed elsewhere, not on device 9's range.
+#  (12) a VFIO user in a memory cgroup borrowing 512 MiB (its pages charged before): the cgroup's
+#      memory.current grows by the DMA window's page array at least (1 MiB); without CAP_IPC_LOCK and with a 1 MiB
+#      RLIMIT_MEMLOCK, a borrow of 2 MiB fails with ENOMEM and leaves nothing pinned.
+#  (9) while 64 processes flood device 9's config region for 8 s (the agent answers each upcall in
+#      50 ms, one at a time), device 10 borrows and returns (none of its upcalls times out); device 9
+#      is not surprise-removed either: its reads beyond its share of outstanding upcalls fail with
+#      EBUSY (64 processes, while at most 4 + 2000 / 50 reads can start in 2 s).
+#  (3) devices 9 and 10 in one VFIO container, both borrowed over 64 MiB, the mapping unmapped and
+#      mapped again 20 times (type1 tells both about each unmap, in turn, and BUG()s if pages of the
+#      range are pinned again meanwhile, 10 times over): both windows are whole again afterwards and
+#      both return.
+#  (4) with the agent ignoring RETURN (timeout 1 s), device 9's range stays quarantined: device 10
+#      is placed elsewhere (dma_quarantined 1); device 9's next, confirmed RETURN frees it (device 10
+#      may then take it); a dead instance (its RESET unanswered) still sends RETURN at close; the
+#      lender's NTB going away (link down) frees a quarantined range.
 #  (8) while the borrower's NTB is unbound and its removal waits for a VFIO user that holds device 8
 #      open (45 s) and ignores the request to let go, VERSION (which takes the global lock) answers
 #      within 10 s; the removal ends once the user closes (no link left).
@@ -32,12 +50,7 @@ set -euo pipefail
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
 
-EDU_ADDR=0000:00:06.0
-export RIG_LENDER_EXTRA="-device edu,addr=0x6"
-rig_up --borrowers 1
-B=borrower1
-NTB=$(ntb_pci $B)
-LNTB=$(ntb_pci lender)
+fp_rig_up_edu
 fp_load lender
 fp_load $B
 expect "borrower: farpass link up" ntb_wait $B 60 "grep -qx 'link up' $FP_DBG/$NTB/link"
@@ -67,6 +80,13 @@ D=/tmp/isolation
 fp_bind_vfio lender $EDU_ADDR
 expect "lender: BAR_MAP edu's BAR0 at $SLOT" fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 --offset $SLOT --size 0x100000
 expect "announce device 8 with BAR0 at $SLOT" ann --id 8 --bar0 0x100000 --bar0-win $SLOT
+# Devices 9 and 10 for (5) and (4) now: a link's types change only while it has no instance.
+uq() { printf '8f7c3ab0-5c6e-4e41-9d3e-%012x' "$1"; }
+expect "announce device 9" ann --id 9
+expect "announce device 10 (its own interrupt slot: (3) borrows it beside device 9)" ann --id 10 --irq-slot 1
+for id in 9 10; do
+	rig_run $B -- "echo $(uq $id) > /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-$id/create"
+done
 rig_run $B -- "echo $U > $T/create; rm -rf $D; mkdir -p $D"
 expect_eq "no agent: the scan fails, BAR0 neither read nor mmapped" \
 	"$(fp_client $B vfio-bar $U --mmap)" "ok read=EIO value=0 mmap=EIO"
@@ -84,10 +104,16 @@ expect_eq "a 16 KiB read through the region returns one page" \
 	"$(fp_client $B vfio-bar $U --offset 0x4000 --len 16384 | sed 's/ value=.*//')" "ok read=4096"
 
 echo "# (13) BAR mmaps follow the lease"
+# agent_restart ARGS...: the agent killed and started again with ARGS (its log: one "ready" per start).
+agents=1
+agent_restart() {
+	rig_run $B -- "kill \$(cat $D/agent.pid)"
+	rig_run $B -- "$FP_CLIENT agent --log $D/agent $* </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
+	agents=$((agents + 1))
+	expect "agent up again ($*)" ntb_wait $B 10 "test \$(grep -c ready $D/agent) = $agents"
+}
 # The agent again with the MSI-X table at its default, BAR0 + 0x2000: page 0 (edu's registers) mmappable.
-rig_run $B -- "kill \$(cat $D/agent.pid)"
-rig_run $B -- "$FP_CLIENT agent --log $D/agent </dev/null >>$D/agent.out 2>&1 & echo \$! >$D/agent.pid"
-expect "agent up again" ntb_wait $B 10 "test \$(grep -c ready $D/agent) = 2"
+agent_restart
 out=$(fp_client $B vfio-bar $U --lease --cfg-offset 0x100000000)
 echo "$out"
 expect_eq "mmapped before the borrow: all-ones (the idle page), not edu" "$(fp_field "$out" idle)" 0xffffffff
@@ -110,6 +136,99 @@ expect_eq "a trapped read and a read of the mmap, not borrowed: all-ones" \
 	"$(fp_client $B vfio-bar $U --offset 0x1c --mmap)" "ok read=4 value=0xffffffff mmap=ok mmio0=0xffffffff"
 sleep 2
 expect_eq "lender: no new DMAR fault (was $faults)" "$(dmar)" "$faults"
+
+echo "# (5) a returned window's range is reused only once it is unmapped"
+# Device 9 borrows 512 MiB of pages that are physically apart (131072 IOMMU mappings to unmap, then
+# 131072 pages to unpin at the return: about a second); device 10, ready, borrows 200 ms after the
+# agent logs device 9's RETURN (its log grows), when the teardown has begun. If device 9's pages were still pinned right after device 10's borrow (pinned_pages
+# above device 10's 512), device 10 was placed during the teardown: not on that range. A scheduling
+# that lets device 9 finish first proves nothing: tried again, at most 3 times.
+borrow() { fp_client $B vfio-borrow "$(uq "$1")" --id "$@"; }
+for try in 1 2 3; do
+	rig_run $B -- "rm -f $D/go; $FP_CLIENT vfio-borrow $(uq 9) --id 9 --mb 512 --hold-until $D/go --then off \
+		</dev/null >$D/big.out 2>&1 &"
+	expect "device 9 borrowed 131072 pages" ntb_wait $B 120 "grep -q 'pinned=131072' $D/big.out"
+	out=$(rig_run $B -- "$FP_CLIENT vfio-borrow $(uq 10) --id 10 --when-grows $D/agent --then off >$D/small.out 2>&1 &
+		until grep -q ready $D/small.out; do sleep 0.01; done; touch $D/go; wait; cat $D/small.out")
+	expect "device 9 returned" ntb_wait $B 120 "grep -q 'then=ok' $D/big.out"
+	big=$(rig_run $B -- "cat $D/big.out")
+	echo "$big"
+	echo "$out"
+	[ "$(fp_field "$out" pinned_all)" -le 512 ] || break
+done
+expect "device 10 borrowed before device 9's window was torn down (try $try: $(fp_field "$out" pinned_all) pages pinned, not only its 512)" \
+	test "$(fp_field "$out" pinned_all)" -gt 512
+expect "... not on them (offsets $(fp_field "$out" offset), $(fp_field "$big" offset))" \
+	test "$(fp_field "$out" offset)" != "$(fp_field "$big" offset)"
+
+echo "# (12) a borrow's page arrays are charged to the VFIO user's memory cgroup, within its memlock limit"
+cg=/sys/fs/cgroup
+out=$(rig_run $B -- "set -e; mountpoint -q $cg || mount -t cgroup2 none $cg; echo +memory > $cg/cgroup.subtree_control
+	mkdir -p $cg/vfio-user; echo 0 > $cg/vfio-user/cgroup.procs
+	exec $FP_CLIENT vfio-borrow $(uq 9) --id 9 --mb 512 --then off")
+echo "$out"
+expect "the borrow charged the cgroup the page array at least (131072 pointers, 1 MiB): $(fp_field "$out" charged)" \
+	test "$(fp_field "$out" charged)" -ge $((131072 * 8))
+expect "without CAP_IPC_LOCK, 2 MiB beyond a 1 MiB RLIMIT_MEMLOCK: ENOMEM, nothing pinned" \
+	rig_run $B -- "ulimit -l 1024; setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock \
+		$FP_CLIENT vfio-borrow $(uq 9) --id 9 --expect ENOMEM"
+expect_eq "pinned_pages" "$(fp_counter $B pinned_pages)" 0
+
+echo "# (9) one instance's flood of upcalls does not time out another's BORROW"
+agent_restart --delay-ms 50
+removed=$(fp_counter $B surprise_removed)
+rig_run $B -- "$FP_CLIENT vfio-cfg-flood $(uq 9) --procs 64 --ms 8000 </dev/null >$D/flood.out 2>&1 &"
+sleep 2
+out=$(borrow 10 --then off || true)
+echo "$out"
+expect_eq "device 10 borrowed and returned during device 9's flood" "$(fp_field "$out" bm_on)/$(fp_field "$out" then)" ok/ok
+expect "the flood ended" ntb_wait $B 30 "grep -q '^ok' $D/flood.out"
+out=$(rig_run $B -- "cat $D/flood.out")
+echo "$out"
+expect_eq "no instance surprise-removed (device 9's reads were answered, not timed out)" \
+	"$(fp_counter $B surprise_removed)" "$removed"
+expect "device 9's reads beyond its share failed with EBUSY: $(fp_field "$out" busy)" test "$(fp_field "$out" busy)" -gt 0
+agent_restart
+
+echo "# (3) two farpass devices in one VFIO container"
+out=$(rig_run $B --timeout 180 -- "$FP_CLIENT vfio-two $(uq 9) $(uq 10) --id1 9 --id2 10 --mb 64 --rounds 20" || true)
+echo "$out"
+expect_eq "after 20 unmaps and re-maps: both windows whole (16384 pages each), both returned" \
+	"$(fp_field "$out" pinned1)/$(fp_field "$out" pinned2)/$(fp_field "$out" off1)/$(fp_field "$out" off2)" \
+	16384/16384/ok/ok
+
+echo "# (4) a window range whose RETURN the lender did not confirm is not reused"
+rig_run $B -- "echo 1000 > /sys/module/farpass/parameters/upcall_timeout_ms"
+agent_restart --ignore RETURN
+out=$(borrow 9 --then off)
+echo "$out"
+off9=$(fp_field "$out" offset)
+expect_eq "device 9 borrowed, its RETURN unanswered (timed out)" "$(fp_field "$out" bm_on)/$(fp_field "$out" then)" ok/ok
+agent_restart
+out=$(borrow 10 --then off)
+echo "$out"
+expect "device 10's window is placed elsewhere ($(fp_field "$out" offset), device 9's was $off9)" \
+	test "$(fp_field "$out" offset)" != "$off9"
+expect_eq "dma_quarantined" "$(fp_counter $B dma_quarantined)" 1
+expect "device 9 borrowed and returned (RETURN confirmed)" borrow 9 --then off
+expect_eq "... which ends its quarantine: dma_quarantined" "$(fp_counter $B dma_quarantined)" 0
+out=$(borrow 10 --then off)
+expect_eq "device 10's window may then take device 9's old range" "$(fp_field "$out" offset)" "$off9"
+echo "# (4) RETURN even for a dead instance"
+agent_restart --ignore RESET
+out=$(borrow 9 --then reset)
+echo "$out"
+expect_eq "borrowed, its reset unanswered: the instance is dead (ENODEV)" "$(fp_field "$out" then)" ENODEV
+expect "the agent saw RESET 9, then RETURN 9 (at the close)" \
+	rig_run $B -- "grep -oE '^(RESET|RETURN) 9' $D/agent | tail -n2 | tr '\n' ' ' | grep -qx 'RESET 9 RETURN 9 '"
+expect_eq "that RETURN was answered: dma_quarantined" "$(fp_counter $B dma_quarantined)" 0
+echo "# (4) the link going down ends a quarantine"
+agent_restart --ignore RETURN
+expect "device 9 borrowed and returned (RETURN unanswered)" borrow 9 --then off
+expect_eq "dma_quarantined" "$(fp_counter $B dma_quarantined)" 1
+rig_run lender -- "echo $LNTB > /sys/bus/pci/drivers/ntb_hw_epf/unbind"
+expect "borrower: link down" ntb_wait $B 30 "grep -qx 'link down' $FP_DBG/$NTB/link"
+expect_eq "dma_quarantined" "$(fp_counter $B dma_quarantined)" 0
 
 echo "# (8) a VFIO user that does not let go while the NTB goes away"
 rig_run $B -- "$FP_CLIENT vfio-info $U --hold 45 </dev/null >$D/hold.log 2>&1 &"

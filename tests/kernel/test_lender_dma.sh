@@ -20,13 +20,9 @@ set -euo pipefail
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
 
-EDU_ADDR=0000:00:06.0
-export RIG_LENDER_EXTRA="-device edu,addr=0x6"
-rig_up --borrowers 1
-B=borrower1
+fp_rig_up_edu
 MW=1               # MW2: the 64-bit prefetchable window
 IOVA=0x1000000     # a GPA-like IOVA below edu's 256 MiB DMA mask
-LNTB=$(ntb_pci lender)
 fid="cd /sys/kernel/debug/ntb_fidelity/$(ntb_pci $B)"
 
 fp_load lender
