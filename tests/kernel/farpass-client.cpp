@@ -95,8 +95,10 @@
 //                  devctl_pre, ...), read it again once identified (devctl_borrowed, ...).
 //                  --hold-until: print "identified, holding: ..." and wait for FILE, then read PCIe Device
 //                  Control/Status (held_cfg); --return: bus master off, then CSTS (return_csts);
-//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). Every wait is bounded: --timeout-ms,
-//                  default 10000, counted in 1 ms polls.)
+//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). --hostile A,B,...: after the identify,
+//                  Identify Controller with PRP1 at each address A, B, ... ("hostile=A:STATUS,..."), then
+//                  whether the buffers are 0xa5 past the queue and identify data pages ("canary=ok|bad").
+//                  Every wait is bounded: --timeout-ms, default 10000, counted in 1 ms polls.)
 //   farpass-client pattern --seed N                       (the 4 KiB pattern of edu-dma, to stdout)
 //   farpass-client edu-dma PCI --ntb PCI --iova X --seed N [--mw N] [--unmapped] [--win-offset X]
 //                  (the lender agent's DMA path, with QEMU's edu device bound to vfio-pci at PCI: a type1
@@ -1947,6 +1949,27 @@ int run_nvme_identify(const Args &a)
 		      st_ctrl, st_ns, static_cast<unsigned long long>(low.iova), static_cast<unsigned long long>(high.iova),
 		      bar.describe().c_str(), identify_ms);
 	std::string detail = d + ctl + read_ctl("borrowed");
+	// --hostile A,B,...: as a malicious guest, Identify Controller again with PRP1 at each address
+	// ("hostile=ADDR:STATUS,..."), then "canary=": whether both buffers are still 0xa5 past the queue
+	// and identify data pages, i.e. no DMA landed in the guest's own RAM instead.
+	if (a.has("hostile")) {
+		std::string list = a.str("hostile"), res;
+		for (size_t at = 0; at < list.size();) {
+			size_t end = std::min(list.find(',', at), list.size());
+			const uint64_t prp = std::strtoull(list.substr(at, end - at).c_str(), nullptr, 0);
+			uint16_t st = 0;
+			if ((err = q.submit(0x06, 0, prp, 1, st, what)))
+				return finish(a, err, what);
+			std::snprintf(d, sizeof(d), "%s%#llx:%#x", res.empty() ? "" : ",", static_cast<unsigned long long>(prp), st);
+			res += d;
+			at = end + 1;
+		}
+		const auto intact = [&](const uint8_t *p) {
+			const auto a5 = [](uint8_t b) { return b == 0xa5; };
+			return std::all_of(p + data_off + 4096, p + DmaBuf::size, a5);
+		};
+		detail += " hostile=" + res + " canary=" + (intact(low.p) && intact(high.p) ? "ok" : "bad");
+	}
 	const bool good = !st_ctrl && !st_ns && vid == (id & 0xffff) && model.starts_with("QEMU NVMe Ctrl") &&
 			  (!a.has("nsze") || nsze == a.num("nsze", 0)) && q.irqs >= 2;
 
