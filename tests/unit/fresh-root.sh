@@ -16,8 +16,11 @@ fresh_root_mount() {
 	if [ ! -e "$root/.done" ]; then
 		rm -rf "$root.tmp"
 		echo "building the minimal root $root (once)"
-		mmdebstrap --quiet --variant=minbase bookworm "$root.tmp" "${sources[@]}" ||
-			fresh_root_fail "mmdebstrap of a minimal bookworm root failed"
+		# Its whole output goes to a log: --quiet hid why dpkg failed in the one failure seen here.
+		if ! mmdebstrap --variant=minbase bookworm "$root.tmp" "${sources[@]}" >"$root.log" 2>&1; then
+			grep -vE '^(Get|Selecting|Preparing|Unpacking|Setting up|Processing)' "$root.log" | tail -n 40 | cut -c1-300
+			fresh_root_fail "mmdebstrap of a minimal bookworm root failed (log above, whole in $root.log)"
+		fi
 		touch "$root.tmp/.done"
 		mv "$root.tmp" "$root"
 	fi
