@@ -95,9 +95,10 @@
 //                  (2 bytes at cap + 8) / Device Control 2 (cap + 0x28) and read it back (devctl_write,
 //                  devctl_pre, ...), read it again once identified (devctl_borrowed, ...).
 //                  --hold-until: print "identified, holding: ..." and wait for FILE, then whether both
-//                  buffers are byte for byte as when it began (held_ram=same|changed) and read PCIe Device
+//                  buffers are byte for byte as when it began (held_ram=same|changed:IOVA,... of the first 8
+//                  pages that differ) and read PCIe Device
 //                  Control/Status (held_cfg); --again: then both Identify commands again, into the pages
-//                  after the first ones, with the same checks (again=ok|bad); --return: bus master off,
+//                  after the first ones, with the same checks (again=ok|bad|ENAME); --return: bus master off,
 //                  then CSTS (return_csts);
 //                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). --hostile A,B,...: after the identify,
 //                  Identify Controller with PRP1 at each address A, B, ... ("hostile=A:STATUS,..."), then
@@ -1992,7 +1993,7 @@ int run_nvme_identify(const Args &a)
 	// --hold-until FILE: stay borrowed until FILE exists, then read a forwarded register (PCIe Device
 	// Control/Status; the header if there is no PCIe capability) as the vCPU of a running VM would.
 	// "held_ram=": whether both buffers are byte for byte as before the hold (nothing was submitted
-	// meanwhile, so any change is another's DMA). --again: then Identify again into the pages after
+	// meanwhile, so any change is another's DMA), else the first pages that changed. --again: then Identify again into the pages after
 	// the first identify data, "again=ok|bad" as the first one's checks.
 	if (a.has("hold-until")) {
 		const std::vector<uint8_t> held_low(low.p, low.p + DmaBuf::size), held_high(high.p, high.p + DmaBuf::size);
@@ -2001,25 +2002,35 @@ int run_nvme_identify(const Args &a)
 		const std::string file = a.str("hold-until");
 		if ((err = wait_until(600000, [&] { return access(file.c_str(), F_OK) ? EAGAIN : 0; })))
 			return finish(a, err, "waiting for " + file);
-		const bool same = std::equal(held_low.begin(), held_low.end(), low.p) &&
-				  std::equal(held_high.begin(), held_high.end(), high.p);
+		std::string changed; // the IOVAs of the first 8 pages that differ
+		unsigned nr_changed = 0;
+		for (const auto &[buf, held] : {std::pair{&low, &held_low}, std::pair{&high, &held_high}})
+			for (size_t pg = 0; pg < DmaBuf::size && nr_changed < 8; pg += 4096)
+				if (std::memcmp(buf->p + pg, held->data() + pg, 4096)) {
+					std::snprintf(d, sizeof(d), "%s%#llx", nr_changed++ ? "," : ":",
+						      static_cast<unsigned long long>(buf->iova + pg));
+					changed += d;
+				}
 		const uint32_t off = exp ? exp + 8 : 0;
 		uint32_t val = 0;
 		const double t1 = now_ms();
 		err = cfg.read(off, 4, val);
-		std::snprintf(d, sizeof(d), " held_ram=%s held_off=%#x held_cfg=%s held_cfg_ms=%.0f", same ? "same" : "changed",
-			      off, hex_or_errno(err, val).c_str(), now_ms() - t1);
-		detail += d;
+		std::snprintf(d, sizeof(d), " held_off=%#x held_cfg=%s held_cfg_ms=%.0f", off, hex_or_errno(err, val).c_str(),
+			      now_ms() - t1);
+		detail += std::string(" held_ram=") + (nr_changed ? "changed" + changed : "same") + d;
 		if (a.has("again")) {
 			Identified again;
 			const uint64_t irqs = q.irqs;
-			if ((err = identify(data_off + 4096, again)))
-				return finish(a, err, what);
-			const bool ok = right(again) && q.irqs >= irqs + 2;
-			std::snprintf(d, sizeof(d), " again=%s again_status=%#x/%#x", ok ? "ok" : "bad", again.st_ctrl,
-				      again.st_ns);
-			detail += d;
-			good &= ok;
+			if ((err = identify(data_off + 4096, again))) {
+				detail += std::string(" again=") + ename(err) + " again_failed=\"" + what + "\"";
+				good = false;
+			} else {
+				const bool ok = right(again) && q.irqs >= irqs + 2;
+				std::snprintf(d, sizeof(d), " again=%s again_status=%#x/%#x", ok ? "ok" : "bad",
+					      again.st_ctrl, again.st_ns);
+				detail += d;
+				good &= ok;
+			}
 		}
 	}
 	// --return: bus master off, then CSTS; --reset: VFIO_DEVICE_RESET, then CSTS.

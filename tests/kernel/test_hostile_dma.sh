@@ -14,9 +14,9 @@
 #  (b) addresses where the victim's memory is, by one of the mappings a broken lender could make:
 #      0x140010000, the victim's own IOVA (its high buffer, 64 KiB in): reached if the lender's devices
 #        shared one IOMMU domain per link (each lease's slots mapped at IOVA = GPA for every device);
-#      0xa10000, the window offset of that same byte: reached if a device's domain mapped the outbound
-#        window itself (IOVA = window offset); it is also the attacker's low slot (an identity map:
-#        GPA 1 MiB at offset 1 MiB) carried on past its end;
+#      0xa20000, the window offset of the victim's high buffer 128 KiB in (its IOVA 0x140020000): reached
+#        if a device's domain mapped the outbound window itself (IOVA = window offset); it is also the
+#        attacker's low slot (an identity map: GPA 1 MiB at offset 1 MiB) carried on past its end;
 #      0x100310000, the attacker's high slot (4 GiB at offset 0x400000) carried on past its end to window
 #        offset 0x710000, the victim's low buffer 64 KiB in: reached if the lender mapped a lease's whole
 #        sub-window or beyond, or a slot longer than the guest's range.
@@ -31,7 +31,8 @@
 #      nothing).
 # Then the victim, borrowed throughout: (5) its RAM is byte for byte what it was before the first attack;
 # (6) its I/O works: Identify Controller and Namespace again, status 0, VID, model, NSZE and interrupts
-# right. (7) The attacker's device is recovered: a new client's Identify through the mdev passes
+# right, and its result line passes fp_expect_identify's checks (of its first Identify, with its buffers
+# at 1 MiB and 5 GiB). (7) The attacker's device is recovered: a new client's Identify through the mdev passes
 # fp_expect_identify's checks. (8) Both kernel logs have no warning, BUG, oops, RCU stall, hung task or
 # DMAR fault but the lender's at the addresses of (4), and the lender's no spurious interrupt (a DMA
 # write the IOMMU takes for an MSI).
@@ -88,7 +89,7 @@ expect_eq "the victim's sub-window follows it" "$(offsets "$vid")" 0x700000,0xa0
 released $B "$D/holder.out"
 expect "$B: the holder's device was given back" ag_wait_log $B 20 "gave back lender/$LENDER_NVME"
 
-faults=(0x300000 0x40000000 0x140010000 0xa10000 0x100310000)
+faults=(0x300000 0x40000000 0x140010000 0xa20000 0x100310000)
 for addr in "${faults[@]}"; do
 	echo "# Identify Controller into $addr"
 	borrowed $B "$D/attack.out" --mdev $U --hostile "$addr" --reset
