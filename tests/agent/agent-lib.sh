@@ -22,6 +22,9 @@ LENDER_NVME=0000:00:08.0
 # The device the lender's agent lends in ag_lender_up/ag_remote_mdev and ag_expect_returned checks: the
 # rig's NVMe unless a test gives the lender another device (RIG_LENDER_EXTRA) and names it here.
 AG_LENT=${AG_LENT:-$LENDER_NVME}
+# More lender devices (PCI addresses, space-separated) lent with it, before any instance exists (a device
+# lent while the link has an instance waits until it has none).
+AG_LENT_ALSO=${AG_LENT_ALSO:-}
 
 ag_check_built() {
 	local f
@@ -111,22 +114,34 @@ ag_wait_count() {
 	return 1
 }
 
-# ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender, its agent started, $AG_LENT lent.
+# ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender, its agent started, $AG_LENT and
+# $AG_LENT_ALSO lent.
 ag_lender_up() {
+	local pci
 	expect "lender: vfio-pci and the IOMMU are there" \
 		rig_run lender -- "modprobe -a vfio-pci vfio_iommu_type1 && test -e /sys/bus/pci/devices/$AG_LENT/iommu_group"
 	ag_config lender "${1:-}"
 	expect "lender: farpass-agent starts" ag_start lender
-	expect "lender: farpassctl lend $AG_LENT" ag_ctl lender lend $AG_LENT
-	expect_eq "lender: $AG_LENT is bound to vfio-pci" \
-		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$AG_LENT/driver)")" vfio-pci
+	for pci in $AG_LENT $AG_LENT_ALSO; do
+		expect "lender: farpassctl lend $pci" ag_ctl lender lend "$pci"
+		expect_eq "lender: $pci is bound to vfio-pci" \
+			"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$pci/driver)")" vfio-pci
+	done
+}
+
+# ag_type_of VM PCI: the mdev type on VM's NTB of the lender's device PCI (its name ends "(PCI)"; empty
+# if there is none).
+ag_type_of() {
+	rig_run "$1" -- "cd /sys/class/mdev_bus/$(ntb_pci "$1")/mdev_supported_types 2>/dev/null &&
+grep -l ' ($2)\$' */name | cut -d/ -f1" || true
 }
 
 # ag_remote_mdev VM UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and VM, both
-# agents (the lender's lends $AG_LENT to VM), the device's mdev type awaited on VM's NTB and instance UUID
-# created. The fragments add agent config keys ('"lease_ms": 6000'). AG_TYPE: the type's name.
+# agents (the lender's lends $AG_LENT and $AG_LENT_ALSO to VM), their mdev types awaited on VM's NTB and
+# instance UUID of $AG_LENT's created. The fragments add agent config keys ('"lease_ms": 6000'). AG_TYPE:
+# the type's name.
 ag_remote_mdev() {
-	local vm=$1 uuid=$2 ntb
+	local vm=$1 uuid=$2 ntb pci
 	ntb=$(ntb_pci "$vm")
 	ag_pki
 	fp_load lender
@@ -134,13 +149,15 @@ ag_remote_mdev() {
 	ag_lender_up ", ${3:+$3, }\"peers\": [$(ag_peer_entry "$vm" "$(ntb_pci lender)")]"
 	ag_config "$vm" ", \"poll_ms\": 1000, ${4:+$4, }\"peers\": [$(ag_peer_entry lender "$ntb")]"
 	expect "$vm: farpass-agent starts" ag_start "$vm"
-	AG_TYPE=
-	for _ in $(seq 30); do
-		AG_TYPE=$(fp_types "$vm" | grep -- -farpass-lender- | head -1 || true)
-		[ -n "$AG_TYPE" ] && break
-		sleep 1
+	for pci in $AG_LENT_ALSO $AG_LENT; do
+		AG_TYPE=
+		for _ in $(seq 30); do
+			AG_TYPE=$(ag_type_of "$vm" "$pci")
+			[ -n "$AG_TYPE" ] && break
+			sleep 1
+		done
+		expect "$vm: the lender's $pci appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
 	done
-	expect "$vm: the lender's $AG_LENT appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
 	expect "$vm: create mdev $uuid" \
 		rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$AG_TYPE/create"
 }

@@ -70,7 +70,8 @@
 //                  bus master toggles (borrows), unmaps and re-maps of its 4 MiB of RAM, and on /dev/farpass
 //                  VERSION, DMA_LAYOUT and unknown commands with random bytes; then close:
 //                  "ops= failed=")
-//   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P slots=GPA+SIZE,...")
+//   farpass-client dma-layout --id N                      (DMA_LAYOUT: "nr=N pinned=P offsets=WINDOW-OFFSET,...
+//                  slots=GPA+SIZE,...")
 //   farpass-client window-stamp --ntb PCI --offset X --size N --seed S [--mw N]
 //                  (lender: one 64-bit stamp at the start of each page of [X, X + N) of the outbound
 //                  window, then a read over the link so that the posted writes were executed)
@@ -81,7 +82,7 @@
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
-//                  [--high X] [--timeout-ms N] [--no-mmap] [--hold-until FILE] [--return] [--reset]
+//                  [--high X] [--timeout-ms N] [--no-mmap] [--hold-until FILE [--again]] [--return] [--reset]
 //                  [--devctl V] [--devctl2 V]
 //                  (as QEMU and a guest's NVMe driver: type1 container, BAR0 mmapped where VFIO allows it
 //                  (sparse areas; --no-mmap: none, as QEMU's x-no-mmap) and pread/pwrite elsewhere, two
@@ -93,8 +94,12 @@
 //                  --devctl/--devctl2: before bus master (so before a borrow) write V to PCIe Device Control
 //                  (2 bytes at cap + 8) / Device Control 2 (cap + 0x28) and read it back (devctl_write,
 //                  devctl_pre, ...), read it again once identified (devctl_borrowed, ...).
-//                  --hold-until: print "identified, holding: ..." and wait for FILE, then read PCIe Device
-//                  Control/Status (held_cfg); --return: bus master off, then CSTS (return_csts);
+//                  --hold-until: print "identified, holding: ..." and wait for FILE, then whether both
+//                  buffers are byte for byte as when it began (held_ram=same|changed:IOVA,... of the first 8
+//                  pages that differ) and read PCIe Device
+//                  Control/Status (held_cfg); --again: then both Identify commands again, into the pages
+//                  after the first ones, with the same checks (again=ok|bad|ENAME); --return: bus master off,
+//                  then CSTS (return_csts);
 //                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). --hostile A,B,...: after the identify,
 //                  Identify Controller with PRP1 at each address A, B, ... ("hostile=A:STATUS,..."), then
 //                  whether the buffers are 0xa5 past the queue and identify data pages ("canary=ok|bad").
@@ -1928,26 +1933,39 @@ int run_nvme_identify(const Args &a)
 		return finish(a, err, "CC.EN=1: CSTS " + hex_or_errno(0, csts));
 
 	AdminQueue q{bar, low.p, high.p, entries, nvme_sq0tdbl + (1u << (2 + (cap_hi & 0xf))), efd, timeout_ms};
-	uint16_t st_ctrl = 0, st_ns = 0;
+	// Identify Controller into the low buffer and Identify Namespace 1 into the high one, at offset off.
+	struct Identified {
+		uint16_t st_ctrl = 0, st_ns = 0, vid = 0;
+		uint64_t nsze = 0;
+		std::string model;
+	};
+	const auto identify = [&](size_t off, Identified &r) {
+		int e = q.submit(0x06, 0, low.iova + off, 1, r.st_ctrl, what);
+		if (e || (e = q.submit(0x06, 1, high.iova + off, 0, r.st_ns, what)))
+			return e;
+		const uint8_t *ctrl = low.p + off;
+		std::memcpy(&r.vid, ctrl, sizeof(r.vid));
+		std::memcpy(&r.nsze, high.p + off, sizeof(r.nsze));
+		r.model.assign(reinterpret_cast<const char *>(ctrl + 24), 40);
+		r.model.erase(r.model.find_last_not_of(std::string(" \0", 2)) + 1);
+		return 0;
+	};
+	const auto right = [&](const Identified &r) {
+		return !r.st_ctrl && !r.st_ns && r.vid == (id & 0xffff) && r.model.starts_with("QEMU NVMe Ctrl") &&
+		       (!a.has("nsze") || r.nsze == a.num("nsze", 0));
+	};
+	Identified idd;
 	const double t0 = now_ms();
-	if ((err = q.submit(0x06, 0, low.iova + data_off, 1, st_ctrl, what)) ||
-	    (err = q.submit(0x06, 1, high.iova + data_off, 0, st_ns, what)))
+	if ((err = identify(data_off, idd)))
 		return finish(a, err, what);
 	const double identify_ms = now_ms() - t0;
 
-	const uint8_t *ctrl = low.p + data_off, *ns = high.p + data_off;
-	uint16_t vid;
-	uint64_t nsze;
-	std::memcpy(&vid, ctrl, sizeof(vid));
-	std::memcpy(&nsze, ns, sizeof(nsze));
-	std::string model(reinterpret_cast<const char *>(ctrl + 24), 40);
-	model.erase(model.find_last_not_of(std::string(" \0", 2)) + 1);
 	char d[512];
 	std::snprintf(d, sizeof(d),
 		      "nvme vid=%#06x model=\"%s\" nsze=%llu irqs=%llu status=%#x/%#x low=%#llx high=%#llx %s identify_ms=%.0f",
-		      vid, model.c_str(), static_cast<unsigned long long>(nsze), static_cast<unsigned long long>(q.irqs),
-		      st_ctrl, st_ns, static_cast<unsigned long long>(low.iova), static_cast<unsigned long long>(high.iova),
-		      bar.describe().c_str(), identify_ms);
+		      idd.vid, idd.model.c_str(), static_cast<unsigned long long>(idd.nsze),
+		      static_cast<unsigned long long>(q.irqs), idd.st_ctrl, idd.st_ns, static_cast<unsigned long long>(low.iova),
+		      static_cast<unsigned long long>(high.iova), bar.describe().c_str(), identify_ms);
 	std::string detail = d + ctl + read_ctl("borrowed");
 	// --hostile A,B,...: as a malicious guest, Identify Controller again with PRP1 at each address
 	// ("hostile=ADDR:STATUS,..."), then "canary=": whether both buffers are still 0xa5 past the queue
@@ -1970,24 +1988,50 @@ int run_nvme_identify(const Args &a)
 		};
 		detail += " hostile=" + res + " canary=" + (intact(low.p) && intact(high.p) ? "ok" : "bad");
 	}
-	const bool good = !st_ctrl && !st_ns && vid == (id & 0xffff) && model.starts_with("QEMU NVMe Ctrl") &&
-			  (!a.has("nsze") || nsze == a.num("nsze", 0)) && q.irqs >= 2;
+	bool good = right(idd) && q.irqs >= 2;
 
 	// --hold-until FILE: stay borrowed until FILE exists, then read a forwarded register (PCIe Device
 	// Control/Status; the header if there is no PCIe capability) as the vCPU of a running VM would.
+	// "held_ram=": whether both buffers are byte for byte as before the hold (nothing was submitted
+	// meanwhile, so any change is another's DMA), else the first pages that changed. --again: then Identify again into the pages after
+	// the first identify data, "again=ok|bad" as the first one's checks.
 	if (a.has("hold-until")) {
+		const std::vector<uint8_t> held_low(low.p, low.p + DmaBuf::size), held_high(high.p, high.p + DmaBuf::size);
 		std::printf("identified, holding: %s\n", detail.c_str());
 		std::fflush(stdout);
 		const std::string file = a.str("hold-until");
 		if ((err = wait_until(600000, [&] { return access(file.c_str(), F_OK) ? EAGAIN : 0; })))
 			return finish(a, err, "waiting for " + file);
+		std::string changed; // the IOVAs of the first 8 pages that differ
+		unsigned nr_changed = 0;
+		for (const auto &[buf, held] : {std::pair{&low, &held_low}, std::pair{&high, &held_high}})
+			for (size_t pg = 0; pg < DmaBuf::size && nr_changed < 8; pg += 4096)
+				if (std::memcmp(buf->p + pg, held->data() + pg, 4096)) {
+					std::snprintf(d, sizeof(d), "%s%#llx", nr_changed++ ? "," : ":",
+						      static_cast<unsigned long long>(buf->iova + pg));
+					changed += d;
+				}
 		const uint32_t off = exp ? exp + 8 : 0;
 		uint32_t val = 0;
 		const double t1 = now_ms();
 		err = cfg.read(off, 4, val);
 		std::snprintf(d, sizeof(d), " held_off=%#x held_cfg=%s held_cfg_ms=%.0f", off, hex_or_errno(err, val).c_str(),
 			      now_ms() - t1);
-		detail += d;
+		detail += std::string(" held_ram=") + (nr_changed ? "changed" + changed : "same") + d;
+		if (a.has("again")) {
+			Identified again;
+			const uint64_t irqs = q.irqs;
+			if ((err = identify(data_off + 4096, again))) {
+				detail += std::string(" again=") + ename(err) + " again_failed=\"" + what + "\"";
+				good = false;
+			} else {
+				const bool ok = right(again) && q.irqs >= irqs + 2;
+				std::snprintf(d, sizeof(d), " again=%s again_status=%#x/%#x", ok ? "ok" : "bad",
+					      again.st_ctrl, again.st_ns);
+				detail += d;
+				good &= ok;
+			}
+		}
 	}
 	// --return: bus master off, then CSTS; --reset: VFIO_DEVICE_RESET, then CSTS.
 	if (a.has("return")) {
@@ -2129,15 +2173,17 @@ int run(const Args &a)
 	if (a.action == "dma-layout") {
 		farpass_dma_layout l;
 		int err = dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
-		std::string slots;
+		std::string slots, offsets;
 		for (uint32_t i = 0; !err && i < l.nr_slots && i < FARPASS_DMA_SLOTS; i++) {
 			char slot[64];
 			std::snprintf(slot, sizeof slot, "%s%#llx+%#llx", i ? "," : "",
 				      (unsigned long long)l.slots[i].gpa, (unsigned long long)l.slots[i].size);
 			slots += slot;
+			std::snprintf(slot, sizeof slot, "%s%#llx", i ? "," : "", (unsigned long long)l.slots[i].offset);
+			offsets += slot;
 		}
 		return finish(a, err, err ? "" : "nr=" + std::to_string(l.nr_slots) + " pinned=" +
-					     std::to_string(l.pages_pinned) + " slots=" + slots);
+					     std::to_string(l.pages_pinned) + " offsets=" + offsets + " slots=" + slots);
 	}
 	std::fprintf(stderr, "unknown action %s\n", a.action.c_str());
 	return 2;
@@ -2160,7 +2206,7 @@ int main(int argc, char **argv)
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
 			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
 			    key == "reset" || key == "no-mmap" || key == "mmap" || key == "lease" ||
-			    key == "borrow")
+			    key == "borrow" || key == "again")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];
