@@ -129,9 +129,11 @@ KLOG_BAD_RE='WARNING|BUG|Oops|rcu: INFO|detected stall|blocked for more than|har
 # A DMAR fault record: "DMAR: [DMA Read NO_PASID] Request device [00:0a.0] fault addr 0xbc000000 [...".
 KLOG_FAULT_RE='DMAR: \[DMA (Read|Write)[^]]*\] Request device \[[0-9a-f:.]+\] fault addr 0x[0-9a-f]+'
 
-# klog_bad_lines LOG [ADDRESS[+SIZE]...]: the lines of kernel log LOG that KLOG_BAD_RE finds, except DMAR
-# fault records at a given ADDRESS, or in [ADDRESS, ADDRESS+SIZE) (faults the test provoked), and the fault
-# handler's status lines ("DRHD: handling fault status reg", which the records follow).
+# klog_bad_lines LOG [ADDRESS[+SIZE]|ir:REASON...]: the lines of kernel log LOG that KLOG_BAD_RE finds,
+# except DMAR fault records at a given ADDRESS, or in [ADDRESS, ADDRESS+SIZE), and interrupt-remapping
+# fault records of a given REASON ("DMAR: [INTR-REMAP] ... [fault reason 0x25] ...") (faults the test
+# provoked), and the fault handler's status lines ("DRHD: handling fault status reg", which the records
+# follow).
 klog_bad_lines() {
 	local log=$1
 	shift
@@ -141,7 +143,8 @@ klog_bad_lines() {
 		BEGIN {
 			n = split(provoked, p, " ")
 			for (i = 1; i <= n; i++) {
-				if (split(p[i], r, "+") == 2) { lo[++nr] = num(r[1]); hi[nr] = lo[nr] + num(r[2]) } else prov[norm(p[i])] = 1
+				if (p[i] ~ /^ir:/) ir[norm(substr(p[i], 4))] = 1
+				else if (split(p[i], r, "+") == 2) { lo[++nr] = num(r[1]); hi[nr] = lo[nr] + num(r[2]) } else prov[norm(p[i])] = 1
 			}
 		}
 		/DMAR: DRHD: handling fault status reg/ { next }
@@ -150,18 +153,22 @@ klog_bad_lines() {
 			if (addr in prov) next
 			for (i = 1; i <= nr; i++) if (num(addr) >= lo[i] && num(addr) < hi[i]) next
 		}
+		match($0, /fault reason 0x[0-9a-f]+/) && /DMAR: \[INTR-REMAP\]/ {
+			if (norm(substr($0, RSTART + 13, RLENGTH - 13)) in ir) next
+		}
 		{ print }'
 }
 
-# expect_klog_clean VM [--fault ADDRESS[+SIZE]]... [--also REGEX]: VM's kernel log (dmesg) has none of
-# KLOG_BAD_RE (nor REGEX), but for DMAR faults at the ADDRESSes (or ranges) the test provoked; prints the
-# lines that are there. The log is kept in $RIGDIR/VM/dmesg.txt.
+# expect_klog_clean VM [--fault ADDRESS[+SIZE]]... [--ir-fault REASON]... [--also REGEX]: VM's kernel log
+# (dmesg) has none of KLOG_BAD_RE (nor REGEX), but for DMAR faults at the ADDRESSes (or ranges) and
+# interrupt-remapping faults of the REASONs the test provoked; prints the lines that are there. The log is kept in $RIGDIR/VM/dmesg.txt.
 expect_klog_clean() {
 	local vm=$1 provoked=() also= log bad what
 	shift
 	while (($#)); do
 		case $1 in
 		--fault) provoked+=("$2"); shift 2 ;;
+		--ir-fault) provoked+=("ir:$2"); shift 2 ;;
 		--also) also=$2; shift 2 ;;
 		*) echo "expect_klog_clean: unknown argument $1" >&2; return 2 ;;
 		esac
@@ -169,7 +176,7 @@ expect_klog_clean() {
 	log=$(rig_run "$vm" -- dmesg) || { echo "FAIL $vm: dmesg did not run"; return 1; }
 	printf '%s\n' "$log" >"$(rig_vm_dir "$vm")/dmesg.txt"
 	what="$vm: kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault${also:+, nor /$also/}"
-	((${#provoked[@]} == 0)) || what+=" (but the faults provoked at ${provoked[*]})"
+	((${#provoked[@]} == 0)) || what+=" (but the faults provoked: ${provoked[*]})"
 	bad=$(
 		klog_bad_lines "$log" "${provoked[@]}"
 		[ -z "$also" ] || grep -E "$also" <<<"$log" || true
