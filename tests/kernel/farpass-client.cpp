@@ -95,7 +95,9 @@
 //                  devctl_pre, ...), read it again once identified (devctl_borrowed, ...).
 //                  --hold-until: print "identified, holding: ..." and wait for FILE, then read PCIe Device
 //                  Control/Status (held_cfg); --return: bus master off, then CSTS (return_csts);
-//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). --hostile A,B,...: after the identify,
+//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). --again F1,F2,...: once each file
+//                  exists, both Identify commands again on the same admin queue, into zeroed pages, checked
+//                  ("identified: ..." first, then "again N: ok|err ..."), before --hold-until. --hostile A,B,...: after the identify,
 //                  Identify Controller with PRP1 at each address A, B, ... ("hostile=A:STATUS,..."), then
 //                  whether the buffers are 0xa5 past the queue and identify data pages ("canary=ok|bad").
 //                  Every wait is bounded: --timeout-ms, default 10000, counted in 1 ms polls.)
@@ -1972,6 +1974,39 @@ int run_nvme_identify(const Args &a)
 	}
 	const bool good = !st_ctrl && !st_ns && vid == (id & 0xffff) && model.starts_with("QEMU NVMe Ctrl") &&
 			  (!a.has("nsze") || nsze == a.num("nsze", 0)) && q.irqs >= 2;
+
+	// --again F1,F2,...: once each file exists, both Identify commands again on the same admin queue
+	// (no bring-up: a controller reset meanwhile would not answer), into zeroed data pages, checked as
+	// above: one line each, "again N: ok ..." or "again N: err ...", after "identified: ...".
+	if (a.has("again")) {
+		std::printf("identified: %s\n", detail.c_str());
+		std::fflush(stdout);
+	}
+	for (size_t at = 0, round = 1; a.has("again") && at < a.str("again").size(); round++) {
+		const std::string list = a.str("again");
+		const size_t end = std::min(list.find(',', at), list.size());
+		const std::string file = list.substr(at, end - at);
+		at = end + 1;
+		if ((err = wait_until(600000, [&] { return access(file.c_str(), F_OK) ? EAGAIN : 0; })))
+			return finish(a, err, "waiting for " + file);
+		std::memset(low.p + data_off, 0, 4096);
+		std::memset(high.p + data_off, 0, 4096);
+		const uint64_t irqs_before = q.irqs;
+		uint16_t s1 = 0, s2 = 0;
+		err = q.submit(0x06, 0, low.iova + data_off, 1, s1, what);
+		if (!err)
+			err = q.submit(0x06, 1, high.iova + data_off, 0, s2, what);
+		uint16_t vid2 = 0;
+		uint64_t nsze2 = 0;
+		std::memcpy(&vid2, ctrl, sizeof(vid2));
+		std::memcpy(&nsze2, ns, sizeof(nsze2));
+		const bool same = !err && !s1 && !s2 && vid2 == vid && nsze2 == nsze &&
+				  std::memcmp(ctrl + 24, model.data(), model.size()) == 0 && q.irqs >= irqs_before + 2;
+		std::printf("again %zu: %s vid=%#06x nsze=%llu irqs=%llu status=%#x/%#x%s\n", round,
+			    same ? "ok" : "err", vid2, static_cast<unsigned long long>(nsze2),
+			    static_cast<unsigned long long>(q.irqs - irqs_before), s1, s2, err ? (" " + what + ": " + ename(err)).c_str() : "");
+		std::fflush(stdout);
+	}
 
 	// --hold-until FILE: stay borrowed until FILE exists, then read a forwarded register (PCIe Device
 	// Control/Status; the header if there is no PCIe capability) as the vCPU of a running VM would.
