@@ -12,6 +12,8 @@
 #                               Restart=on-failure; its lines in the agent's log), which writes agent.pid
 #   ag_ctl VM ARGS...           farpassctl in VM
 #   ag_peer VM ARGS...          fp-peer in VM as host VM with VM's certificate, towards the lender's agent
+#   ag_kill_restart VM          SIGKILL the agent (under AG_FDSTORE=1); true once a new one answers
+#   ag_lease_ids VM             the lease ids of the lender's state.json and of VM's borrower.json
 #   ag_log VM                   the agent's log (stderr with <N> priority prefixes)
 #   ag_wait_log VM S REGEX      true once the agent's log matches, within S seconds
 #   ag_wait_count VM S REGEX N  true once more than N of its lines match, within S seconds
@@ -80,6 +82,19 @@ ag_stop() {
 	local vm=$1 dir=$RIGDIR/$1
 	rig_run "$vm" -- "pid=\$(cat $dir/agent.pid); kill -TERM \$pid
 for i in \$(seq 100); do kill -0 \$pid 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
+}
+
+ag_kill_restart() {
+	local vm=$1 old
+	old=$(rig_run "$vm" -- "cat $RIGDIR/$vm/agent.pid")
+	rig_run "$vm" -- "kill -KILL $old"
+	rig_run "$vm" --timeout 70 -- "for i in \$(seq 300); do
+test \"\$(cat $RIGDIR/$vm/agent.pid)\" != $old && $FP_CTL status >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1"
+}
+
+ag_lease_ids() {
+	echo "$(rig_run lender -- "jq -r '.devices[0].lease.id' /var/lib/farpass/state.json")" \
+		"$(rig_run "$1" -- "jq -c '[.. | objects | select(has(\"lease\")) | .lease | objects | .id]' /var/lib/farpass/borrower.json")"
 }
 
 ag_ctl() {

@@ -29,10 +29,6 @@ U=8f7c3ab0-5c6e-4e41-9d3e-00000000c3e5
 nsze=$(($(stat -c %s "$(rig_lender_nvme_img)") / 512))
 ag_remote_mdev $B $U
 
-lease_ids() {
-	echo "$(rig_run lender -- "jq -r '.devices[0].lease.id' /var/lib/farpass/state.json")" \
-		"$(rig_run $B -- "jq -c '[.. | objects | select(has(\"lease\")) | .lease | objects | .id]' /var/lib/farpass/borrower.json")"
-}
 csts() { ag_lender_reg32 "$LENDER_NVME" 0 0x1c; }
 # again N LABEL: the client's round N of Identify on the same admin queue, checked.
 again() {
@@ -46,38 +42,30 @@ again() {
 		grep -q "^again $1: ok vid=0x1b36 nsze=$nsze " <<<"$line"
 	expect "$2: ... each with its MSI-X interrupt (irqs >= 2)" test "$(fp_field "$line" irqs)" -ge 2
 }
-# kill_agent VM: SIGKILL the agent; true once the supervisor started a new one that answers.
-kill_agent() {
-	local vm=$1 old
-	old=$(rig_run "$vm" -- "cat $RIGDIR/$vm/agent.pid")
-	rig_run "$vm" -- "kill -KILL $old"
-	ntb_wait "$vm" 60 "test \"\$(cat $RIGDIR/$vm/agent.pid)\" != $old && $FP_CTL status >/dev/null 2>&1"
-}
-
 echo "# the client borrows the NVMe and identifies it"
 rig_run $B -- "rm -f /tmp/again* /tmp/go; setsid $FP_CLIENT nvme-identify --mdev $U --nsze $nsze \
 	--again /tmp/again1,/tmp/again2 --hold-until /tmp/go --return </dev/null >/tmp/restart.out 2>&1 &"
 expect "$B: the client identified the NVMe through the mdev" \
 	ntb_wait $B 120 "grep -q '^identified: ' /tmp/restart.out"
 fp_expect_identify "$(rig_run $B -- "sed -n 's/^identified: /ok /p' /tmp/restart.out")" "$nsze"
-ids=$(lease_ids)
+ids=$(ag_lease_ids $B)
 echo "lease ids (lender, borrower1): $ids"
 expect "a lease is held on both sides" test "$(wc -w <<<"$ids")" = 2
 expect_eq "lender: the controller is enabled (CSTS.RDY 1)" "$(($(csts) & 1))" 1
 
 echo "# (a) the lender's agent is killed and restarted"
-expect "lender: SIGKILL the agent; the supervisor starts it again" kill_agent lender
+expect "lender: SIGKILL the agent; the supervisor starts it again" ag_kill_restart lender
 expect "lender: it adopted the NVMe's VFIO descriptors" \
 	ag_wait_log lender 10 "adopted $LENDER_NVME's VFIO descriptors: not reset"
 ag_log lender | grep -E "fp-supervise|adopted|restored" | tail -6
-expect_eq "(a) the same lease on both sides" "$(lease_ids)" "$ids"
+expect_eq "(a) the same lease on both sides" "$(ag_lease_ids $B)" "$ids"
 expect_eq "(a) lender: the controller is still enabled (CSTS.RDY 1)" "$(($(csts) & 1))" 1
 again 1 "(a)"
 
 echo "# (b) borrower1's agent is killed and restarted"
-expect "$B: SIGKILL the agent; the supervisor starts it again" kill_agent $B
+expect "$B: SIGKILL the agent; the supervisor starts it again" ag_kill_restart $B
 ag_log $B | grep -E "fp-supervise" | tail -3
-expect_eq "(b) the same lease on both sides" "$(lease_ids)" "$ids"
+expect_eq "(b) the same lease on both sides" "$(ag_lease_ids $B)" "$ids"
 expiry=$(rig_run lender -- "jq -r '.devices[0].lease.expires_at_ms' /var/lib/farpass/state.json")
 expect "(b) $B's new agent renews the lease: its expiry on the lender moves on" \
 	ntb_wait lender 20 "test \$(jq -r '.devices[0].lease.expires_at_ms' /var/lib/farpass/state.json) -gt $expiry"
