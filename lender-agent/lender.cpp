@@ -161,11 +161,11 @@ std::vector<std::string> Lender::restore()
 	for (const auto &[name, fds] : stored)
 		forget_stored(name);
 	// Stored again as they are now (the adopted device's descriptor is a new one).
-	for (const auto &[address, device] : devices_) {
-		const std::string name = vfio_fd_name(address);
-		attempt("storing the VFIO descriptors of " + address, [&] {
+	for (const auto &entry : devices_) {
+		const std::string name = vfio_fd_name(entry.first);
+		attempt("storing the VFIO descriptors of " + entry.first, [&] {
 			fd_store_.remove(name);
-			fd_store_.store(name, device.vfio->descriptors());
+			fd_store_.store(name, entry.second.vfio->descriptors());
 		});
 	}
 	persist(); // what could not be restored is gone from the state too
@@ -223,10 +223,11 @@ const LentDevice &Lender::lend(const std::string &pci_address)
 		throw;
 	}
 	const auto [entry, inserted] = devices_.emplace(pci_address, std::move(device));
+	const LentDevice &lent = entry->second;
 	attempt("storing the VFIO descriptors of " + pci_address,
-		[&] { fd_store_.store(vfio_fd_name(pci_address), entry->second.vfio->descriptors()); });
+		[&] { fd_store_.store(vfio_fd_name(pci_address), lent.vfio->descriptors()); });
 	persist();
-	return entry->second;
+	return lent;
 }
 
 void Lender::unlend(const std::string &pci_address, bool force)
