@@ -153,7 +153,7 @@ ag_lender_up() {
 # if there is none).
 ag_type_of() {
 	rig_run "$1" -- "cd /sys/class/mdev_bus/$(ntb_pci "$1")/mdev_supported_types 2>/dev/null &&
-grep -l ' ($2)\$' */name | cut -d/ -f1" || true
+grep -ls ' ($2)\$' */name | cut -d/ -f1" || true
 }
 
 # ag_remote_mdev VM UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and VM, both
