@@ -111,7 +111,7 @@ public:
 		  borrower_sessions_(connect_with_tls(), clock_, config.host, static_cast<int>(config.call_timeout_ms),
 				     log_line),
 		  store_(config.state_dir), borrower_store_(config.state_dir, "borrower.json"),
-		  lender_(sysfs_, vfio_, kernel_, clock_, store_, config.lease_ms,
+		  lender_(sysfs_, vfio_, kernel_, clock_, store_, fd_store_, config.lease_ms,
 			  BarWindow{config.bar_slot_bytes, config.bar_window_bytes}, ntb_links(config.peers)),
 		  context_{config.host, lender_, clock_.monotonic_ms(), config.peers,
 			   [this](const PeerAddress &peer, std::string_view method, const nlohmann::json &params) {
@@ -126,6 +126,8 @@ public:
 		if (borrower_stop_ < 0)
 			throw_system_error("eventfd");
 		context_.borrower = &borrower_;
+		for (const std::string &problem : fd_store_.problems())
+			log_line(LogLevel::warning, "descriptor store: " + problem);
 		borrower_.restore();
 		for (const std::string &gone : lender_.restore())
 			log_line(LogLevel::warning, gone + " is no longer on this host; forgotten");
@@ -251,6 +253,7 @@ private:
 	SystemClock clock_;
 	Sysfs sysfs_;
 	LinuxVfio vfio_;
+	NotifyFdStore fd_store_; // before anything that could start a process: it takes LISTEN_* out of the environment
 	FarpassKernelPort kernel_;
 	PeerSessions sessions_;		 // cluster.devices' (the server's worker thread): one session per peer, reused
 	PeerSessions borrower_sessions_; // the borrower thread's

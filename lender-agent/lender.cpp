@@ -98,8 +98,8 @@ BarPlacement place_bars(std::uint32_t slot, const std::vector<std::uint64_t> &ba
 }
 
 Lender::Lender(Sysfs &sysfs, Vfio &vfio, KernelPort &kernel, const Clock &clock, const StateStore &store,
-	       std::int64_t lease_ms, BarWindow window, std::map<std::string, std::string> links)
-	: sysfs_(sysfs), vfio_(vfio), kernel_(kernel), clock_(clock), store_(store), lease_ms_(lease_ms),
+	       FdStore &fd_store, std::int64_t lease_ms, BarWindow window, std::map<std::string, std::string> links)
+	: sysfs_(sysfs), vfio_(vfio), kernel_(kernel), clock_(clock), store_(store), fd_store_(fd_store), lease_ms_(lease_ms),
 	  window_(window), links_(std::move(links))
 {
 }
@@ -107,9 +107,13 @@ Lender::Lender(Sysfs &sysfs, Vfio &vfio, KernelPort &kernel, const Clock &clock,
 std::vector<std::string> Lender::restore()
 {
 	std::vector<std::string> gone;
+	std::map<std::string, std::vector<Fd>> stored = fd_store_.take_received();
 	const auto state = store_.load(state_version);
-	if (!state)
+	if (!state) {
+		for (const auto &[name, fds] : stored)
+			forget_stored(name);
 		return gone;
+	}
 	const std::int64_t now = clock_.monotonic_ms();
 	const std::int64_t wall_offset_ms = clock_.wall_ms() - now;
 	try {
@@ -132,7 +136,7 @@ std::vector<std::string> Lender::restore()
 											"expires_at_ms", 0, max_wall_ms) - wall_offset_ms,
 							      now + lease_ms_)};
 			sysfs_.bind_to_vfio(address);
-			device.vfio = vfio_.open(address, device.info.iommu_group);
+			device.vfio = open_or_adopt(device, stored);
 			LentDevice &restored = devices_.emplace(address, std::move(device)).first->second;
 			if (!restored.lease)
 				continue;
@@ -154,8 +158,49 @@ std::vector<std::string> Lender::restore()
 			throw;
 		malformed_state(e); // a number out of its range
 	}
+	for (const auto &[name, fds] : stored)
+		forget_stored(name);
+	// Stored again as they are now (the adopted device's descriptor is a new one).
+	for (const auto &entry : devices_) {
+		const std::string name = vfio_fd_name(entry.first);
+		attempt("storing the VFIO descriptors of " + entry.first, [&] {
+			fd_store_.remove(name);
+			fd_store_.store(name, entry.second.vfio->descriptors());
+		});
+	}
 	persist(); // what could not be restored is gone from the state too
 	return gone;
+}
+
+std::unique_ptr<VfioDevice> Lender::open_or_adopt(LentDevice &device, std::map<std::string, std::vector<Fd>> &stored)
+{
+	const std::string name = vfio_fd_name(device.pci_address);
+	const auto entry = stored.find(name);
+	if (entry == stored.end())
+		return vfio_.open(device.pci_address, device.info.iommu_group);
+	std::vector<Fd> fds = std::move(entry->second);
+	stored.erase(entry);
+	if (device.lease) {
+		try {
+			auto adopted = vfio_.adopt(device.pci_address, device.info.iommu_group, std::move(fds));
+			device.adopted = true;
+			notices_.push_back("adopted " + device.pci_address + "'s VFIO descriptors: not reset");
+			return adopted;
+		} catch (const AgentError &e) {
+			notices_.push_back("stored VFIO descriptors of " + device.pci_address + " refused: " + e.what() +
+					   "; opening it again");
+		}
+	}
+	// Nothing to keep: closed, here and in the store, and the device opened anew (which resets it).
+	fds.clear();
+	attempt("removing the stored VFIO descriptors of " + device.pci_address, [&] { fd_store_.remove(name); });
+	return vfio_.open(device.pci_address, device.info.iommu_group);
+}
+
+void Lender::forget_stored(const std::string &name)
+{
+	notices_.push_back("stored descriptors \"" + name + "\" are of no lent device: closed");
+	attempt("removing stored descriptors \"" + name + "\"", [&] { fd_store_.remove(name); });
 }
 
 const LentDevice &Lender::lend(const std::string &pci_address)
@@ -178,8 +223,11 @@ const LentDevice &Lender::lend(const std::string &pci_address)
 		throw;
 	}
 	const auto [entry, inserted] = devices_.emplace(pci_address, std::move(device));
+	const LentDevice &lent = entry->second;
+	attempt("storing the VFIO descriptors of " + pci_address,
+		[&] { fd_store_.store(vfio_fd_name(pci_address), lent.vfio->descriptors()); });
 	persist();
-	return entry->second;
+	return lent;
 }
 
 void Lender::unlend(const std::string &pci_address, bool force)
@@ -190,6 +238,9 @@ void Lender::unlend(const std::string &pci_address, bool force)
 								 " (unlend --force ends the lease)");
 	if (device.lease)
 		end_lease(device);
+	// The store's copies too: vfio-pci lets the device go only once no descriptor of it is open.
+	attempt("removing the stored VFIO descriptors of " + pci_address,
+		[&] { fd_store_.remove(vfio_fd_name(pci_address)); });
 	device.vfio.reset(); // closes the container before the host's driver takes the device back
 	sysfs_.return_to_host(pci_address);
 	devices_.erase(pci_address);
@@ -426,9 +477,21 @@ void Lender::restore_data_path(LentDevice &device, const std::vector<DmaMapping>
 	if (!device.data_path_ntb.empty())
 		attempt(what + ": bus master", [&] { set_bus_master(device, true); });
 	for (const DmaMapping &mapping : dma)
-		attempt(what + ": DMA at IOVA " + std::to_string(mapping.iova), [&] { add_dma(device, mapping); });
+		attempt(what + ": DMA at IOVA " + std::to_string(mapping.iova), [&] {
+			try {
+				add_dma(device, mapping);
+			} catch (const AgentError &e) {
+				if (!device.adopted || e.error_number() != EEXIST) // EEXIST: still in the adopted container
+					throw;
+				device.dma_mappings.push_back(mapping);
+			}
+		});
 	if (device.data_path_ntb.empty())
 		return;
+	if (irqs && device.adopted) { // still armed: VFIO triggers the eventfds the relay holds
+		device.irqs = irqs;
+		return;
+	}
 	// The old agent's eventfds went with its VFIO file: the relay gets new ones, or none.
 	if (irqs)
 		attempt(what + ": IRQ index " + std::to_string(irqs->index),
@@ -459,6 +522,9 @@ void Lender::end_lease(LentDevice &device)
 		attempt("unmapping DMA at IOVA " + std::to_string(mapping.iova) + " of " + device.pci_address,
 			[&] { device.vfio->unmap_dma(mapping.iova, mapping.size); });
 	device.dma_mappings.clear();
+	if (device.adopted) // a mapping the previous agent made but did not save would outlive the lease
+		attempt("unmapping all DMA of " + device.pci_address, [&] { device.vfio->unmap_all_dma(); });
+	device.adopted = false;
 	if (!device.data_path_ntb.empty())
 		for (std::size_t bar = 0; bar < bar_count; bar++)
 			if (device.bars.placed[bar])

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "clock.hpp"
+#include "fd_store.hpp"
 #include "kernel_port.hpp"
 #include "state_store.hpp"
 #include "sysfs.hpp"
@@ -69,6 +70,9 @@ struct LentDevice {
 	BarPlacement bars;
 	std::string data_path_ntb = {};	  // the NTB whose BAR window maps the BARs now ("" = no data path)
 	std::optional<IrqSetting> irqs = {}; // armed by irq.set during the current lease
+	// Its VFIO descriptors are a previous agent's (docs/agent-protocol.md, "Adoption"): the container
+	// may hold mappings the state does not name, removed all at once when the lease ends.
+	bool adopted = false;
 };
 
 struct ExpiredLease {
@@ -81,13 +85,16 @@ public:
 	// links: peer host -> this host's NTB towards it (the configured peers' "ntb"), where its leases'
 	// BARs are mapped and its interrupts relayed.
 	Lender(Sysfs &sysfs, Vfio &vfio, KernelPort &kernel, const Clock &clock, const StateStore &store,
-	       std::int64_t lease_ms, BarWindow window = {}, std::map<std::string, std::string> links = {});
+	       FdStore &fd_store, std::int64_t lease_ms, BarWindow window = {}, std::map<std::string, std::string> links = {});
 
-	// Rebinds and reopens every device of the saved state, keeping its slot and lease. A restored
-	// lease gets its data path back as it was: BARs mapped again (still mapped from before is fine),
-	// DMA mappings and armed interrupts redone in the new container with new eventfds (the old ones
-	// went with the old agent's VFIO file); what cannot be redone is a notice. Returns the addresses
-	// of devices that have disappeared from the host, which are forgotten.
+	// Rebinds and reopens every device of the saved state, keeping its slot and lease. A leased
+	// device whose VFIO descriptors the fd store kept is adopted, not reopened: not reset, its
+	// mappings and interrupts kept (a saved DMA mapping still there counts as mapped). Otherwise a
+	// restored lease gets its data path back as it was: BARs mapped again (still mapped from before is
+	// fine), DMA mappings and armed interrupts redone in the new container with new eventfds (the old
+	// ones went with the old agent's VFIO file); what cannot be redone is a notice. Stored descriptors
+	// of no lent device are closed; every device's are stored again. Returns the addresses of devices
+	// that have disappeared from the host, which are forgotten.
 	std::vector<std::string> restore();
 
 	// Refuses with system_error (ENOSPC) when all irq_slots slots are taken.
@@ -132,6 +139,9 @@ public:
 
 private:
 	LentDevice &find(const std::string &pci_address);
+	// The stored descriptors of device if they check out (a leased device only), else a new open.
+	std::unique_ptr<VfioDevice> open_or_adopt(LentDevice &device, std::map<std::string, std::vector<Fd>> &stored);
+	void forget_stored(const std::string &name);
 	LentDevice &holder_device(const std::string &pci_address, const std::string &borrower,
 				  const std::string &lease_id);
 	// restoring: a BAR still mapped by the agent before this one (EEXIST) counts as mapped.
@@ -153,6 +163,7 @@ private:
 	KernelPort &kernel_;
 	const Clock &clock_;
 	const StateStore &store_;
+	FdStore &fd_store_;
 	std::int64_t lease_ms_;
 	BarWindow window_;
 	std::map<std::string, std::string> links_;

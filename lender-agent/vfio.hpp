@@ -2,10 +2,13 @@
 // lender-IOMMU domain: the only DMA it can do is to what map_dma put there.
 #pragma once
 
+#include "fd.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace farpass::agent {
 
@@ -23,6 +26,10 @@ public:
 	// VFIO_IOMMU_MAP_DMA: device DMA to [iova, iova + size) reaches process memory at vaddr.
 	virtual void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) = 0;
 	virtual void unmap_dma(std::uint64_t iova, std::uint64_t size) = 0;
+	// Every mapping of the container (VFIO_DMA_UNMAP_FLAG_ALL), known or not.
+	virtual void unmap_all_dma() = 0;
+	// What keeps the device as it is while open (container, group, device), for the descriptor store.
+	virtual std::vector<int> descriptors() const = 0;
 };
 
 class Vfio {
@@ -30,6 +37,10 @@ public:
 	virtual ~Vfio() = default;
 	// Opens the device's group and a fresh container for it. Throws AgentError.
 	virtual std::unique_ptr<VfioDevice> open(const std::string &pci_address, int iommu_group) = 0;
+	// Takes over the descriptors a previous agent stored (docs/agent-protocol.md, "Adoption"): the
+	// device keeps its state, interrupts and mappings. Throws AgentError, closing them, unless they are
+	// the container, group and device of pci_address in iommu_group.
+	virtual std::unique_ptr<VfioDevice> adopt(const std::string &pci_address, int iommu_group, std::vector<Fd> fds) = 0;
 };
 
 } // namespace farpass::agent

@@ -21,13 +21,22 @@ int checked(int rc, const std::string &what)
 	return rc;
 }
 
+// The /proc/self/fd link of fd: what it is an open file of.
+std::string link_of(int fd)
+{
+	char target[256];
+	const ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof(target));
+	if (n < 0)
+		throw_system_error("readlink of descriptor " + std::to_string(fd));
+	return std::string(target, static_cast<std::size_t>(n));
+}
+
 class LinuxVfioDevice final : public VfioDevice {
 public:
-	LinuxVfioDevice(const std::string &pci_address, int iommu_group)
-		: address_(pci_address), container_(checked(::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC), "opening /dev/vfio/vfio")),
-		  group_(checked(::open(("/dev/vfio/" + std::to_string(iommu_group)).c_str(), O_RDWR | O_CLOEXEC),
-				 "opening VFIO group " + std::to_string(iommu_group))),
-		  device_(open_device())
+	// attach: a new container, the group joins it; otherwise the group is in its container already.
+	LinuxVfioDevice(const std::string &pci_address, Fd container, Fd group, bool attach)
+		: address_(pci_address), container_(std::move(container)), group_(std::move(group)),
+		  device_(open_device(attach))
 	{
 		vfio_region_info config{};
 		config.argsz = sizeof(config);
@@ -90,9 +99,21 @@ public:
 		checked(::ioctl(container_.get(), VFIO_IOMMU_UNMAP_DMA, &unmap), address_ + ": VFIO_IOMMU_UNMAP_DMA");
 	}
 
+	void unmap_all_dma() override
+	{
+		vfio_iommu_type1_dma_unmap unmap{};
+		unmap.argsz = sizeof(unmap);
+		unmap.flags = VFIO_DMA_UNMAP_FLAG_ALL;
+		checked(::ioctl(container_.get(), VFIO_IOMMU_UNMAP_DMA, &unmap), address_ + ": VFIO_IOMMU_UNMAP_DMA (all)");
+	}
+
+	std::vector<int> descriptors() const override { return {container_.get(), group_.get(), device_.get()}; }
+
 private:
-	// The group joins a container of its own, so the device's IOMMU domain holds only our mappings.
-	int open_device()
+	// The group joins a container of its own, so the device's IOMMU domain holds only our mappings. The
+	// device is opened by its address through the group: an adopted group that does not hold it, or is
+	// in no container, fails here (a second open of an open device does not reset it).
+	int open_device(bool attach)
 	{
 		vfio_group_status status{};
 		status.argsz = sizeof(status);
@@ -101,8 +122,12 @@ private:
 			throw AgentError(ErrorCode::system_error, EBUSY,
 					 address_ + ": IOMMU group has devices not bound to vfio-pci");
 		const int container = container_.get();
-		checked(::ioctl(group_.get(), VFIO_GROUP_SET_CONTAINER, &container), address_ + ": set container");
-		checked(::ioctl(container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU), address_ + ": set type1v2 IOMMU");
+		if (attach) {
+			checked(::ioctl(group_.get(), VFIO_GROUP_SET_CONTAINER, &container), address_ + ": set container");
+			checked(::ioctl(container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU), address_ + ": set type1v2 IOMMU");
+		} else if (!(status.flags & VFIO_GROUP_FLAGS_CONTAINER_SET)) {
+			throw AgentError(ErrorCode::system_error, EINVAL, address_ + ": the stored group is in no container");
+		}
 		return checked(::ioctl(group_.get(), VFIO_GROUP_GET_DEVICE_FD, address_.c_str()), address_ + ": device fd");
 	}
 
@@ -117,7 +142,50 @@ private:
 
 std::unique_ptr<VfioDevice> LinuxVfio::open(const std::string &pci_address, int iommu_group)
 {
-	return std::make_unique<LinuxVfioDevice>(pci_address, iommu_group);
+	Fd container(checked(::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC), "opening /dev/vfio/vfio"));
+	const std::string group_path = "/dev/vfio/" + std::to_string(iommu_group);
+	// A group is open once at a time: descriptors just removed from the fd store are closed there
+	// soon after (the removal is a datagram), so EBUSY is retried for up to 2 s.
+	int group_fd = -1;
+	for (int tries = 0; (group_fd = ::open(group_path.c_str(), O_RDWR | O_CLOEXEC)) < 0 && errno == EBUSY && tries < 40; tries++)
+		::usleep(50'000);
+	Fd group(checked(group_fd, "opening VFIO group " + std::to_string(iommu_group)));
+	return std::make_unique<LinuxVfioDevice>(pci_address, std::move(container), std::move(group), true);
+}
+
+std::unique_ptr<VfioDevice> LinuxVfio::adopt(const std::string &pci_address, int iommu_group, std::vector<Fd> fds)
+{
+	const std::string group_path = "/dev/vfio/" + std::to_string(iommu_group);
+	const auto refuse = [&](const std::string &why) { throw AgentError(ErrorCode::system_error, EINVAL, why); };
+	if (fds.size() != 3)
+		refuse(std::to_string(fds.size()) + " descriptors, not a container, a group and a device");
+	// Each kind once, whatever the order the store kept them in.
+	std::vector<Fd> container, group, device;
+	for (Fd &fd : fds) {
+		const std::string link = link_of(fd.get());
+		if (link == "/dev/vfio/vfio")
+			container.push_back(std::move(fd));
+		else if (link == group_path)
+			group.push_back(std::move(fd));
+		else if (link == "anon_inode:[vfio-device]")
+			device.push_back(std::move(fd));
+		else
+			refuse("a descriptor of " + link + ", not /dev/vfio/vfio, " + group_path + " (IOMMU group " +
+			       std::to_string(iommu_group) + " in sysfs) or a VFIO device");
+	}
+	if (container.size() != 1 || group.size() != 1 || device.size() != 1)
+		refuse("not one container, one group and one device");
+	vfio_iommu_type1_info iommu{};
+	iommu.argsz = sizeof(iommu);
+	checked(::ioctl(container[0].get(), VFIO_IOMMU_GET_INFO, &iommu), "the stored container's IOMMU");
+	vfio_device_info info{};
+	info.argsz = sizeof(info);
+	checked(::ioctl(device[0].get(), VFIO_DEVICE_GET_INFO, &info), "the stored device's info");
+	if (!(info.flags & VFIO_DEVICE_FLAGS_PCI))
+		refuse("the stored device is no PCI device");
+	// The device is opened again through the group (by the address in the state); the stored
+	// descriptor of it closes once that one is open.
+	return std::make_unique<LinuxVfioDevice>(pci_address, std::move(container[0]), std::move(group[0]), false);
 }
 
 } // namespace farpass::agent

@@ -7,9 +7,13 @@
 #
 #   ag_pki                      a new cluster CA, and each VM's certificate in $RIGDIR/<vm>/pki
 #   ag_config VM JSON-FRAGMENT  agent.conf for VM: host, listen, socket, state, pki + the fragment
-#   ag_start VM / ag_stop VM    start (and wait until farpassctl answers) / SIGTERM and wait
+#   ag_start VM / ag_stop VM    start (and wait until farpassctl answers) / SIGTERM and wait; with
+#                               AG_FDSTORE=1 the agent runs under fp-supervise (systemd's fd store and
+#                               Restart=on-failure; its lines in the agent's log), which writes agent.pid
 #   ag_ctl VM ARGS...           farpassctl in VM
 #   ag_peer VM ARGS...          fp-peer in VM as host VM with VM's certificate, towards the lender's agent
+#   ag_kill_restart VM          SIGKILL the agent (under AG_FDSTORE=1); true once a new one answers
+#   ag_lease_ids VM             the lease ids of the lender's state.json and of VM's borrower.json
 #   ag_log VM                   the agent's log (stderr with <N> priority prefixes)
 #   ag_wait_log VM S REGEX      true once the agent's log matches, within S seconds
 #   ag_wait_count VM S REGEX N  true once more than N of its lines match, within S seconds
@@ -17,6 +21,7 @@
 FP_AGENT=$FARPASS_BUILD/lender-agent/farpass-agent
 FP_CTL=$FARPASS_BUILD/lender-agent/farpassctl
 FP_PEER=$FARPASS_BUILD/tests/agent/fp-peer
+FP_SUPERVISE=$FARPASS_BUILD/tests/agent/fp-supervise
 AG_PORT=7450
 LENDER_NVME=0000:00:08.0
 # The device the lender's agent lends in ag_lender_up/ag_remote_mdev and ag_expect_returned checks: the
@@ -28,7 +33,7 @@ AG_LENT_ALSO=${AG_LENT_ALSO:-}
 
 ag_check_built() {
 	local f
-	for f in "$FP_AGENT" "$FP_CTL" "$FP_PEER" "$FP_KO"; do
+	for f in "$FP_AGENT" "$FP_CTL" "$FP_PEER" "$FP_SUPERVISE" "$FP_KO"; do
 		[ -e "$f" ] || { echo "missing $f: run make build" >&2; return 1; }
 	done
 }
@@ -66,11 +71,13 @@ ag_peer_entry() {
 }
 
 ag_start() {
-	local vm=$1 dir=$RIGDIR/$1
-	rig_run "$vm" -- "mkdir -p /run/farpass /var/lib/farpass
-setsid $FP_AGENT --config $dir/agent.conf </dev/null >>$dir/agent.log 2>&1 &
-echo \$! >$dir/agent.pid
-for i in \$(seq 100); do $FP_CTL status >/dev/null 2>&1 && exit 0; kill -0 \$(cat $dir/agent.pid) || break; sleep 0.2; done
+	local vm=$1 dir=$RIGDIR/$1 run=
+	[ -n "${AG_FDSTORE:-}" ] && run="$FP_SUPERVISE --socket /run/farpass/notify --pidfile $dir/agent.pid --"
+	rig_run "$vm" -- "mkdir -p /run/farpass /var/lib/farpass; rm -f $dir/agent.pid
+setsid $run $FP_AGENT --config $dir/agent.conf </dev/null >>$dir/agent.log 2>&1 &
+started=\$!
+[ -n '$run' ] || echo \$started >$dir/agent.pid
+for i in \$(seq 100); do $FP_CTL status >/dev/null 2>&1 && exit 0; kill -0 \$started || break; sleep 0.2; done
 echo 'farpass-agent did not come up:'; tail -n 20 $dir/agent.log; exit 1"
 }
 
@@ -78,6 +85,19 @@ ag_stop() {
 	local vm=$1 dir=$RIGDIR/$1
 	rig_run "$vm" -- "pid=\$(cat $dir/agent.pid); kill -TERM \$pid
 for i in \$(seq 100); do kill -0 \$pid 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
+}
+
+ag_kill_restart() {
+	local vm=$1 old
+	old=$(rig_run "$vm" -- "cat $RIGDIR/$vm/agent.pid")
+	rig_run "$vm" -- "kill -KILL $old"
+	rig_run "$vm" --timeout 70 -- "for i in \$(seq 300); do
+test \"\$(cat $RIGDIR/$vm/agent.pid)\" != $old && $FP_CTL status >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1"
+}
+
+ag_lease_ids() {
+	echo "$(rig_run lender -- "jq -r '.devices[0].lease.id' /var/lib/farpass/state.json")" \
+		"$(rig_run "$1" -- "jq -c '[.. | objects | select(has(\"lease\")) | .lease | objects | .id]' /var/lib/farpass/borrower.json")"
 }
 
 ag_ctl() {
@@ -133,7 +153,7 @@ ag_lender_up() {
 # if there is none).
 ag_type_of() {
 	rig_run "$1" -- "cd /sys/class/mdev_bus/$(ntb_pci "$1")/mdev_supported_types 2>/dev/null &&
-grep -l ' ($2)\$' */name | cut -d/ -f1" || true
+grep -ls ' ($2)\$' */name | cut -d/ -f1" || true
 }
 
 # ag_remote_mdev VM UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and VM, both

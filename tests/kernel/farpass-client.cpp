@@ -100,7 +100,10 @@
 //                  Control/Status (held_cfg); --again: then both Identify commands again, into the pages
 //                  after the first ones, with the same checks (again=ok|bad|ENAME); --return: bus master off,
 //                  then CSTS (return_csts);
-//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). --hostile A,B,...: after the identify,
+//                  --reset: VFIO_DEVICE_RESET, then CSTS (reset_csts). --again-at F1,F2,...: once each file
+//                  exists, both Identify commands again on the same admin queue, into zeroed pages, checked
+//                  ("identified: ..." first, then "again N: ok|err ..."), before --hold-until.
+//                  --hostile A,B,...: after the identify,
 //                  Identify Controller with PRP1 at each address A, B, ... ("hostile=A:STATUS,..."), then
 //                  whether the buffers are 0xa5 past the queue and identify data pages ("canary=ok|bad").
 //                  Every wait is bounded: --timeout-ms, default 10000, counted in 1 ms polls.)
@@ -1989,6 +1992,34 @@ int run_nvme_identify(const Args &a)
 		detail += " hostile=" + res + " canary=" + (intact(low.p) && intact(high.p) ? "ok" : "bad");
 	}
 	bool good = right(idd) && q.irqs >= 2;
+
+	// --again-at F1,F2,...: once each file exists, both Identify commands again on the same admin queue
+	// (no bring-up: a controller reset meanwhile would not answer), into zeroed data pages, checked as
+	// above: one line each, "again N: ok ..." or "again N: err ...", after "identified: ...".
+	if (a.has("again-at")) {
+		std::printf("identified: %s\n", detail.c_str());
+		std::fflush(stdout);
+	}
+	for (size_t at = 0, round = 1; a.has("again-at") && at < a.str("again-at").size(); round++) {
+		const std::string list = a.str("again-at");
+		const size_t end = std::min(list.find(',', at), list.size());
+		const std::string file = list.substr(at, end - at);
+		at = end + 1;
+		if ((err = wait_until(600000, [&] { return access(file.c_str(), F_OK) ? EAGAIN : 0; })))
+			return finish(a, err, "waiting for " + file);
+		std::memset(low.p + data_off, 0, 4096);
+		std::memset(high.p + data_off, 0, 4096);
+		const uint64_t irqs_before = q.irqs;
+		Identified r;
+		err = identify(data_off, r);
+		const bool same = !err && right(r) && r.vid == idd.vid && r.nsze == idd.nsze && r.model == idd.model &&
+				  q.irqs >= irqs_before + 2;
+		std::printf("again %zu: %s vid=%#06x nsze=%llu irqs=%llu status=%#x/%#x%s\n", round,
+			    same ? "ok" : "err", r.vid, static_cast<unsigned long long>(r.nsze),
+			    static_cast<unsigned long long>(q.irqs - irqs_before), r.st_ctrl, r.st_ns,
+			    err ? (" " + what + ": " + ename(err)).c_str() : "");
+		std::fflush(stdout);
+	}
 
 	// --hold-until FILE: stay borrowed until FILE exists, then read a forwarded register (PCIe Device
 	// Control/Status; the header if there is no PCIe capability) as the vCPU of a running VM would.

@@ -5,6 +5,7 @@
 #include "clock.hpp"
 #include "errors.hpp"
 #include "dispatcher.hpp"
+#include "fd_store.hpp"
 #include "kernel_port.hpp"
 #include "lender.hpp"
 #include "methods.hpp"
@@ -13,6 +14,9 @@
 #include "sysfs.hpp"
 #include "transport.hpp"
 #include "vfio.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
 
 #include <array>
 #include <cstdlib>
@@ -157,7 +161,16 @@ struct VfioRecord {
 	std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> mappings; // iova -> (size, vaddr)
 	std::map<unsigned, std::size_t> irqs; // index -> vectors armed (each with an eventfd)
 	int fail_set_irqs = 0;		      // errno for the next set_irqs that arms vectors
+	int opens = 0;			      // new containers (a real one starts empty, the device reset)
+	int adoptions = 0;		      // descriptors of a previous agent taken over
 };
+
+// Stand-ins for a fake device's container, group and device descriptors: memfds named after them, so
+// the fake VFIO can tell whose they are ("/memfd:vfio 0000:01:00.0 group (deleted)").
+inline std::string fake_vfio_fd_link(const std::string &address, const std::string &kind)
+{
+	return "/memfd:vfio " + address + " " + kind + " (deleted)";
+}
 
 class FakeVfioDevice final : public VfioDevice {
 public:
@@ -165,6 +178,8 @@ public:
 		: address_(std::move(address)), record_(std::move(record)), journal_(journal)
 	{
 		record_->open = true;
+		for (const char *kind : {"container", "group", "device"})
+			fds_.emplace_back(::memfd_create(("vfio " + address_ + " " + kind).c_str(), MFD_CLOEXEC));
 	}
 	~FakeVfioDevice() override { record_->open = false; }
 
@@ -202,6 +217,8 @@ public:
 	}
 	void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) override
 	{
+		if (record_->mappings.count(iova))
+			throw AgentError(ErrorCode::system_error, EEXIST, "VFIO_IOMMU_MAP_DMA: mapped already");
 		record_->mappings[iova] = {size, vaddr};
 		note("map_dma " + hex(iova) + " +" + hex(size));
 	}
@@ -209,6 +226,18 @@ public:
 	{
 		record_->mappings.erase(iova);
 		note("unmap_dma " + hex(iova) + " +" + hex(size));
+	}
+	void unmap_all_dma() override
+	{
+		record_->mappings.clear();
+		note("unmap_all_dma");
+	}
+	std::vector<int> descriptors() const override
+	{
+		std::vector<int> fds;
+		for (const Fd &fd : fds_)
+			fds.push_back(fd.get());
+		return fds;
 	}
 
 private:
@@ -220,6 +249,7 @@ private:
 
 	std::string address_;
 	std::shared_ptr<VfioRecord> record_;
+	std::vector<Fd> fds_;
 	Journal *journal_;
 };
 
@@ -232,12 +262,56 @@ public:
 		auto &record = records[pci_address];
 		if (!record)
 			record = std::make_shared<VfioRecord>();
+		record->opens++;
+		record->mappings.clear();
+		record->irqs.clear();
 		return std::make_unique<FakeVfioDevice>(pci_address, record, journal);
+	}
+	// Takes the fds if they are the three of the device's memfds, container, group and device in order.
+	std::unique_ptr<VfioDevice> adopt(const std::string &pci_address, int, std::vector<Fd> fds) override
+	{
+		const auto record = records.find(pci_address);
+		const char *kinds[] = {"container", "group", "device"};
+		bool theirs = record != records.end() && fds.size() == 3;
+		for (std::size_t i = 0; theirs && i < 3; i++)
+			theirs = fs::read_symlink("/proc/self/fd/" + std::to_string(fds[i].get())).string() ==
+				 fake_vfio_fd_link(pci_address, kinds[i]);
+		if (!theirs)
+			throw AgentError(ErrorCode::system_error, EINVAL, "not the VFIO descriptors of " + pci_address);
+		record->second->adoptions++;
+		return std::make_unique<FakeVfioDevice>(pci_address, record->second, journal);
 	}
 
 	std::map<std::string, std::shared_ptr<VfioRecord>> records;
 	std::set<std::string> failing;
 	Journal *journal = nullptr;
+};
+
+// The fd store as systemd keeps it: copies of what was stored, by name, handed to the next agent at a
+// restart. Not connected (the default, as without $NOTIFY_SOCKET) it keeps nothing.
+class FakeFdStore final : public FdStore {
+public:
+	std::map<std::string, std::vector<Fd>> take_received() override { return std::exchange(received, {}); }
+	void store(const std::string &name, std::span<const int> fds) override
+	{
+		if (!connected)
+			return;
+		for (const int fd : fds)
+			held[name].emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+	}
+	void remove(const std::string &name) override { held.erase(name); }
+	// A new agent gets copies of what the store holds (LISTEN_FDS), which it keeps.
+	void restart()
+	{
+		received.clear();
+		for (const auto &[name, fds] : held)
+			for (const Fd &fd : fds)
+				received[name].emplace_back(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+	}
+
+	bool connected = false;
+	std::map<std::string, std::vector<Fd>> held;
+	std::map<std::string, std::vector<Fd>> received;
 };
 
 // The kernel as the agent sees it: announced ids, withdrawals (with EBUSY and PENDING on demand), an
@@ -386,6 +460,7 @@ struct AgentFixture {
 		dispatcher.reset();
 		context.reset();
 		lender.reset();
+		fd_store.restart();
 		make_agent(lease_ms, std::move(host));
 	}
 
@@ -401,6 +476,7 @@ struct AgentFixture {
 	Sysfs sysfs;
 	StateStore store;
 	FakeVfio vfio;
+	FakeFdStore fd_store;
 	FakeKernelPort kernel;
 	FakeClock clock;
 	Journal journal;
@@ -413,7 +489,7 @@ struct AgentFixture {
 private:
 	void make_agent(std::int64_t lease_ms, std::string host)
 	{
-		lender = std::make_unique<Lender>(sysfs, vfio, kernel, clock, store, lease_ms, BarWindow{}, links);
+		lender = std::make_unique<Lender>(sysfs, vfio, kernel, clock, store, fd_store, lease_ms, BarWindow{}, links);
 		context = std::make_unique<AgentContext>(AgentContext{std::move(host), *lender, clock.now, {}, {}});
 		dispatcher = std::make_unique<Dispatcher>(method_table(*context));
 	}

@@ -6,6 +6,10 @@
 #include "agent_fakes.hpp"
 #include "errors.hpp"
 
+#include <sys/eventfd.h>
+
+#include <algorithm>
+
 using namespace farpass::agent;
 using namespace farpass::agent::testing;
 using nlohmann::json;
@@ -623,8 +627,6 @@ TEST_CASE("a restart restores a lease's data path: BARs (still mapped: EEXIST co
 	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0x1000);
 	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 2, 4);
 	agent.restart(); // the fake kernel keeps its BAR mappings and relays, as farpass.ko does
-	agent.vfio.records.at(nic_address)->mappings.clear(); // the old container went with the old agent
-	agent.vfio.records.at(nic_address)->irqs.clear();
 	const std::size_t from = agent.journal.size();
 	agent.lender->restore();
 	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
@@ -674,4 +676,112 @@ TEST_CASE("a state.json that is not a version-1 state object is refused with an 
 		agent.restart();
 		CHECK(message_of([&] { agent.lender->restore(); }).find("is not a version 1 state object") != std::string::npos);
 	}
+}
+
+// ---- restarts that keep the device: the fd store (docs/agent-protocol.md, "Restarts keep the device")
+
+namespace {
+
+// With the fd store connected: the NIC lent and borrowed by borrower-b, with one DMA mapping.
+Lease borrowed_with_store(AgentFixture &agent)
+{
+	agent.fd_store.connected = true;
+	agent.lender->lend(nic_address);
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0x1000);
+	return lease;
+}
+
+} // namespace
+
+TEST_CASE("with an fd store a leased device is adopted across a restart: not reset, DMA and interrupts kept")
+{
+	AgentFixture agent;
+	const Lease lease = borrowed_with_store(agent);
+	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 2, 4);
+	CHECK(agent.fd_store.held.at("vfio.0000-02-00.0").size() == 3);
+	const auto &record = *agent.vfio.records.at(nic_address);
+	const int resets = record.resets;
+	agent.restart();
+	const std::size_t from = agent.journal.size();
+	agent.lender->restore();
+	CHECK(record.adoptions == 1);
+	CHECK(record.opens == 1); // the lend's: no new container
+	CHECK(record.resets == resets);
+	// BARs checked (still mapped), bus master on again, the DMA mapping found in place (EEXIST), the
+	// interrupts left armed: no set_irqs, no new relay.
+	CHECK(since(agent.journal, from) == std::vector<std::string>{nic_bars_mapped[0], nic_bars_mapped[1], nic_bars_mapped[2],
+								     "vfio 0000:02:00.0 write_config 0x4 0x6"});
+	CHECK(agent.lender->take_notices() == std::vector<std::string>{"adopted 0000:02:00.0's VFIO descriptors: not reset"});
+	CHECK(record.irqs.at(2) == 4);
+	CHECK(agent.kernel.relays.at({lender_ntb, 0}) == 4);
+	const LentDevice &device = agent.lender->devices().at(nic_address);
+	CHECK(device.lease->id == lease.id);
+	CHECK(device.dma_mappings.size() == 1);
+	CHECK(device.irqs->count == 4);
+	CHECK(agent.fd_store.held.at("vfio.0000-02-00.0").size() == 3); // stored again, not added to
+	// A second restart adopts again; the lease then ends as any other, and a mapping the dead agent made
+	// but never saved goes with it.
+	agent.restart();
+	agent.lender->restore();
+	CHECK(record.adoptions == 2);
+	agent.vfio.records.at(nic_address)->mappings[0x900000] = {0x1000, 0};
+	agent.lender->release(nic_address, "borrower-b", lease.id);
+	CHECK(record.mappings.empty());
+	CHECK(record.irqs.empty());
+	CHECK(record.resets == resets + 1);
+}
+
+TEST_CASE("stored descriptors that are not the device's are refused: it is opened anew, as without a store")
+{
+	AgentFixture agent;
+	borrowed_with_store(agent);
+	// The NVMe's descriptors under the NIC's name, then the right ones but one short.
+	agent.lender->lend(nvme_address);
+	for (const std::size_t keep : {3, 2}) {
+		auto &held = agent.fd_store.held;
+		held.erase("vfio.0000-02-00.0");
+		for (const int fd : agent.lender->devices().at(keep == 3 ? nvme_address : nic_address).vfio->descriptors())
+			if (held["vfio.0000-02-00.0"].size() < keep)
+				held["vfio.0000-02-00.0"].emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+		const auto &record = *agent.vfio.records.at(nic_address);
+		const int opens = record.opens;
+		agent.restart();
+		const std::size_t from = agent.journal.size();
+		agent.lender->restore();
+		CHECK(record.adoptions == 0);
+		CHECK(record.opens == opens + 1);
+		CHECK(agent.lender->take_notices() ==
+		      std::vector<std::string>{"stored VFIO descriptors of 0000:02:00.0 refused: not the VFIO descriptors of "
+					       "0000:02:00.0; opening it again"});
+		// As without a store: the mapping made again in the new container.
+		CHECK(std::count(agent.journal.begin() + static_cast<std::ptrdiff_t>(from), agent.journal.end(),
+				 "vfio 0000:02:00.0 map_dma 0x100000 +0x2000") == 1);
+		CHECK(agent.fd_store.held.at("vfio.0000-02-00.0").size() == 3);
+	}
+}
+
+TEST_CASE("stored descriptors of a device without a lease, or of no lent device, are closed; unlend removes them")
+{
+	AgentFixture agent;
+	agent.fd_store.connected = true;
+	agent.lender->lend(nic_address);
+	agent.fd_store.held["vfio.0000-09-00.0"].emplace_back(::eventfd(0, EFD_CLOEXEC));
+	const int opens = agent.vfio.records.at(nic_address)->opens;
+	agent.restart();
+	agent.lender->restore();
+	CHECK(agent.vfio.records.at(nic_address)->adoptions == 0);
+	CHECK(agent.vfio.records.at(nic_address)->opens == opens + 1);
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"stored descriptors \"vfio.0000-09-00.0\" are of no lent device: closed"});
+	CHECK(agent.fd_store.held.count("vfio.0000-09-00.0") == 0);
+	CHECK(agent.fd_store.held.at("vfio.0000-02-00.0").size() == 3);
+	agent.lender->unlend(nic_address, false);
+	CHECK(agent.fd_store.held.empty());
+	// Without a state file at all, everything stored is closed.
+	agent.fd_store.held["vfio.0000-02-00.0"].emplace_back(::eventfd(0, EFD_CLOEXEC));
+	fs::remove(agent.dir.path() / "state" / "state.json");
+	agent.restart();
+	CHECK(agent.lender->restore().empty());
+	CHECK(agent.fd_store.held.empty());
 }
