@@ -16,13 +16,14 @@ set -euo pipefail
 VM_IMAGES=$FARPASS_TOP/vm-images
 
 # Build/run dependencies (each checked against apt-cache). The linux-headers package of the chosen ABI is
-# added by resolve_kernel. kmod/pciutils/iputils-ping/procps are also used inside L1 (it runs on our root).
+# added by resolve_kernel. kmod/pciutils/iputils-ping/procps are also used inside L1 (it runs on our root);
+# jq and libxml2-utils (xmllint) by the libvirt hook, which the unit suite runs here.
 APT_PACKAGES=(
 	flex bison bc libelf-dev libssl-dev cpio busybox-static dpkg-dev gcc g++ make file patch
 	libglib2.0-dev libpixman-1-dev meson ninja-build libfdt-dev libattr1-dev libcap-ng-dev libslirp-dev
 	pkg-config python3 qemu-system-x86 qemu-utils seabios ipxe-qemu qemu-system-data mmdebstrap
 	nlohmann-json3-dev doctest-dev iproute2 iputils-ping xz-utils kmod pciutils procps
-	debian-archive-keyring clang libclang-rt-14-dev openssl debhelper dh-dkms lintian
+	debian-archive-keyring clang libclang-rt-14-dev openssl debhelper dh-dkms lintian jq libxml2-utils
 )
 SRC_LIST=/etc/apt/sources.list.d/farpass-src.sources
 APT_UPDATED=0
@@ -507,7 +508,7 @@ step_l2() {
 # ------------------------------------------------------------------------------------------- rootfs
 
 # The L1 Debian root for the libvirt suites (booted instead of the host root). Keyed by its package list.
-ROOTFS_PACKAGES=libvirt-daemon-system,libvirt-clients,libvirt-daemon-driver-qemu,qemu-system-x86,mdevctl,fio,kmod,pciutils,iproute2,iputils-ping,procps,busybox,jq,util-linux
+ROOTFS_PACKAGES=libvirt-daemon-system,libvirt-clients,libvirt-daemon-driver-qemu,qemu-system-x86,mdevctl,fio,kmod,pciutils,iproute2,iputils-ping,procps,busybox,jq,libxml2-utils,util-linux
 rootfs_hash() { (printf '%s\n' "$ROOTFS_PACKAGES" && declare -f prep_rootfs) | sha256sum | cut -c1-12; }
 
 # What the root needs beyond its packages to run libvirtd in an L1 without systemd (rig facts):

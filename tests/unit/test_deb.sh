@@ -6,11 +6,11 @@
 #   - together the packages hold exactly what `meson install` installs (tests/golden/install-files.txt,
 #     prefix /usr), less the uapi header (debian/not-installed), plus each package's copyright and
 #     changelog; the module source and dkms.conf only in farpass-dkms;
-#   - farpass depends on farpass-dkms of its own version and on jq, farpass-dkms on dkms;
+#   - farpass depends on farpass-dkms of its own version, on jq and libxml2-utils, farpass-dkms on dkms;
 #   - in a minimal bookworm root (tests/unit/fresh-root.sh), `apt-get install ./farpass*.deb` installs
 #     both with their dependencies from the archive; DKMS then has farpass/VERSION added; the installed
-#     farpassctl and farpass-agent run (their libraries are there); `apt-get purge` removes both and
-#     DKMS forgets the module.
+#     farpassctl and farpass-agent run (their libraries are there), and so does the libvirt hook (xmllint
+#     is there); `apt-get purge` removes both and DKMS forgets the module.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/vm-images/env.sh"
@@ -41,9 +41,9 @@ check expect_eq "files of both packages against meson's install list (missing -,
 check expect_eq "farpass's files under usr/src" "$(contents "$deb" | grep -c '^usr/src/' || true)" 0
 check expect_eq "farpass-dkms's files outside usr/src and its doc" \
 	"$(contents "$dkms_deb" | grep -vE '^usr/src/farpass-'"$version"'/|^usr/share/doc/farpass-dkms/' || true)" ""
-check expect_eq "farpass depends on (farpass-dkms, jq)" \
-	"$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/^ //' | grep -E '^(farpass-dkms|jq|dkms)\b' | sort | tr '\n' ' ')" \
-	"farpass-dkms (= $version) jq "
+check expect_eq "farpass depends on (farpass-dkms, jq, libxml2-utils)" \
+	"$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/^ //' | grep -E '^(farpass-dkms|jq|libxml2-utils|dkms)\b' | sort | tr '\n' ' ')" \
+	"farpass-dkms (= $version) jq libxml2-utils "
 check expect "farpass-dkms depends on dkms" grep -qE '(^|, )dkms( |,|$)' <<<"$(dpkg-deb -f "$dkms_deb" Depends)"
 
 # The install, for real, from the archive (the packages' dependencies) on the fresh root.
@@ -58,6 +58,10 @@ check expect_eq "the installed farpass-agent runs" "$(fresh_root_run farpass-age
 	"usage: farpass-agent"
 check expect "the libvirt hook, the unit and the udev rule are in place" test -x "$m/etc/libvirt/hooks/qemu.d/farpass" \
 	-a -f "$m/lib/systemd/system/farpass-agent.service" -a -f "$m/lib/udev/rules.d/61-farpass-mdevctl.rules"
+# No /sys in the root, so no farpass type: the hook only reads the XML (with xmllint) and ends.
+check expect_eq "the installed hook reads a domain's mdev hostdev: exit 0, nothing said" \
+	"$(fresh_root_run /etc/libvirt/hooks/qemu.d/farpass g prepare begin - 2>&1 <<<"<domain><devices><hostdev mode='subsystem' type='mdev'><source><address uuid='11111111-2222-3333-4444-555555555555'/></source></hostdev></devices></domain>"; echo "rc=$?")" \
+	"rc=0"
 check expect "apt-get purge farpass farpass-dkms" apt_in_root purge -y farpass farpass-dkms
 check expect_eq "dkms status after the purge" "$(fresh_root_run dkms status farpass 2>&1)" ""
 check expect_eq "files of the packages left after the purge" \

@@ -2,7 +2,11 @@
 # libvirt-hooks/qemu.d/farpass on a fake sysfs (FARPASS_SYSFS) with the real farpassctl's mdev-uuid and
 # the agent's answers (status, list) from files: which mdevs it creates for a domain's XML, what it
 # removes at release, and the one-line errors libvirt would show (borrowed elsewhere, lender down,
-# agent down). The same paths run in the rig under libvirt in tests/libvirt/.
+# agent down; a farpassctl or mdevctl that never answers, ended at the hook's bound even when deaf to
+# SIGTERM). The XML is read as XML: mdev hostdevs in comments, CDATA or metadata and a pci hostdev with
+# look-alike attributes are no devices, any attribute order, quoting and spacing is; XML that is not
+# well-formed and an address that is not a UUID are errors. The same paths run in the rig under libvirt in
+# tests/libvirt/.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FARPASS_BUILD:-$top/build}
@@ -22,23 +26,29 @@ UUID=$("$CTL" mdev-uuid $TYPE)
 types=$t/sys/class/mdev_bus/$NTB/mdev_supported_types
 mkdir -p "$types/$TYPE" "$types/mtty-1" "$t/sys/bus/mdev/devices"
 
-# The agent: farpassctl with status/list answered from $t/status.json and $t/list.json (or exit 3).
+# The agent: farpassctl with status/list answered from $t/status.json and $t/list.json (or exit 3), or
+# never (with $t/hang-status or $t/hang-list; deaf to SIGTERM too with $t/deaf).
 cat >"$t/farpassctl" <<EOF
 #!/bin/bash
 [ "\$1" = mdev-uuid ] && exec "$CTL" "\$@"
 [ -e "$t/agent-down" ] && { echo '{"error": {"code": 2, "errno": 111, "message": "connecting to /run/farpass/agent.sock: Connection refused"}}'; exit 3; }
+if [ -e "$t/hang-\$2" ]; then
+	[ -e "$t/deaf" ] && trap '' TERM
+	sleep 600
+fi
 cat "$t/\$2.json"
 EOF
 chmod +x "$t/farpassctl"
 cat >"$t/status.json" <<'EOF'
 {"host": "borrower2", "remote_devices": [{"lender": "lender", "pci": "0000:00:08.0", "id": 123456, "ntb": "0000:00:05.0", "announced": true, "borrowed": false}]}
 EOF
-# mdevctl: the UUIDs in $t/defined are defined; `start` is logged to $t/mdevctl.log.
+# mdevctl: the UUIDs in $t/defined are defined; `start` is logged to $t/mdevctl.log (or never ends, with
+# $t/hang-start).
 cat >"$t/mdevctl" <<EOF
 #!/bin/bash
 case "\$1" in
 list) grep -x "\$4" "$t/defined" 2>/dev/null || true ;;
-start) echo "\$*" >>"$t/mdevctl.log" ;;
+start) [ -e "$t/hang-start" ] && sleep 600; echo "\$*" >>"$t/mdevctl.log" ;;
 esac
 EOF
 chmod +x "$t/mdevctl"
@@ -53,16 +63,18 @@ domain_xml() { # domain_xml UUID...
 	done
 	echo "</devices></domain>"
 }
-hook() { # hook OP SUBOP UUID...: runs the hook as libvirtd does; prints stderr, returns its status
-	local op=$1 subop=$2
-	shift 2
+hook() { # hook OP SUBOP UUID...: run_hook on the XML of a domain with mdev hostdevs UUID...
+	domain_xml "${@:3}" >"$t/domain.xml"
+	run_hook "$1" "$2"
+}
+run_hook() { # run_hook OP SUBOP: runs the hook as libvirtd does on $t/domain.xml; prints stderr, returns its status
 	rm -f "$types/$TYPE/create"
 	# From a file, not a pipe: the hook need not read all of it (libvirtd ignores EPIPE), and a pipe's
-	# writer would then die of SIGPIPE now and then, failing the pipeline.
-	domain_xml "$@" >"$t/domain.xml"
+	# writer would then die of SIGPIPE now and then, failing the pipeline. The outer timeout only keeps a
+	# hung hook from hanging this test (its status would then be 124 and fail the check).
 	# shellcheck disable=SC2069 # stderr is the result, stdout (XML for libvirt) is not looked at here
 	FARPASSCTL=$t/farpassctl MDEVCTL=$t/mdevctl FARPASS_SYSFS=$t/sys FARPASS_HOOK_STATE=$t/state \
-		"$HOOK" g "$op" "$subop" - <"$t/domain.xml" 2>&1 >/dev/null
+		FARPASS_HOOK_TIMEOUT=${HOOK_TIMEOUT:-30} timeout 60 "$HOOK" g "$1" "$2" - <"$t/domain.xml" 2>&1 >/dev/null
 }
 OTHER=11111111-2222-3333-4444-555555555555
 
@@ -116,6 +128,60 @@ echo "  $out"
 expect_eq "this host's agent down" "$rc:$out" \
 	"1:farpass: mdev type $TYPE: this host's farpass-agent does not answer (connecting to /run/farpass/agent.sock: Connection refused)"
 rm "$t/agent-down"
+
+echo "# a hung agent or mdevctl: the hook gives up after FARPASS_HOOK_TIMEOUT s, one line, exit 1"
+list null '[]'
+hang() { # hang WHAT...: prepare with $t/WHAT... present, bound 2 s; prints "status:stderr:created"
+	local f out rc
+	for f in "$@"; do touch "$t/$f"; done
+	out=$(HOOK_TIMEOUT=2 hook prepare begin "$UUID") && rc=0 || rc=$?
+	for f in "$@"; do rm "$t/$f"; done
+	echo "$rc:$out:$(test -e "$types/$TYPE/create" && echo created)"
+}
+expect_eq "farpassctl status hangs" "$(hang hang-status)" \
+	"1:farpass: mdev type $TYPE: this host's farpass-agent (farpassctl status) did not answer in 2 s:"
+expect_eq "farpassctl list hangs" "$(hang hang-list)" \
+	"1:farpass: remote device lender/0000:00:08.0 (mdev type $TYPE): this host's farpass-agent (farpassctl list) did not answer in 2 s:"
+expect_eq "farpassctl list hangs, deaf to SIGTERM (killed 5 s later)" "$(hang hang-list deaf)" \
+	"1:farpass: remote device lender/0000:00:08.0 (mdev type $TYPE): this host's farpass-agent (farpassctl list) did not answer in 2 s:"
+echo "$UUID" >"$t/defined"
+expect_eq "mdevctl start hangs" "$(hang hang-start)" \
+	"1:farpass: remote device mdev $UUID (type $TYPE): mdevctl start did not answer in 2 s:"
+rm "$t/defined"
+
+echo "# the domain XML is read as XML: only /domain/devices/hostdev[@type='mdev']/source/address/@uuid"
+xml() { # xml BODY: $t/domain.xml, a domain (with namespace prefix app declared) whose content is BODY
+	printf "<domain type='kvm' xmlns:app='http://example.org/app'><name>g</name>%s</domain>\n" "$1" >"$t/domain.xml"
+}
+prepared() { # prepared: prepare on $t/domain.xml; prints "status:stderr:UUID written to create"
+	local out rc
+	out=$(run_hook prepare begin) && rc=0 || rc=$?
+	echo "$rc:$out:$(cat "$types/$TYPE/create" 2>/dev/null)"
+}
+MDEV="<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='$UUID'/></source></hostdev>"
+xml "<devices><!-- $MDEV --></devices>"
+expect_eq "an mdev hostdev in a comment is no device" "$(prepared)" "0::"
+xml "<metadata><app:x><![CDATA[$MDEV]]></app:x></metadata><devices/>"
+expect_eq "... nor one in CDATA" "$(prepared)" "0::"
+xml "<metadata><app:vm><devices>$MDEV</devices></app:vm></metadata><devices/>"
+expect_eq "... nor one in namespaced metadata" "$(prepared)" "0::"
+xml "<devices><hostdev mode='subsystem' type='pci' app:was=\"type='mdev'\"><source><address domain='0' bus='1' slot='0' function='0' app:uuid='$UUID'/></source></hostdev></devices>"
+expect_eq "... nor a pci hostdev whose other attributes read type='mdev' and uuid='UUID'" "$(prepared)" "0::"
+xml "<devices><hostdev model=\"vfio-pci\" type = \"mdev\"
+ mode=\"subsystem\"><source><address uuid =
+ \"${UUID^^}\" /></source></hostdev></devices>"
+expect_eq "attributes in another order, quoting and spacing, an upper-case UUID: created" "$(prepared)" "0::$UUID"
+domain_xml "$UUID" | head -n -1 >"$t/domain.xml"
+out=$(prepared)
+echo "  ${out#*:}"
+expect_eq "XML that is not well-formed: exit 1, one line, nothing created" \
+	"$(sed -E 's/\(xmllint: -:[0-9]+: parser error : [^\n]+\)/(xmllint: ...)/' <<<"$out")" \
+	"1:farpass: domain g: the domain XML on stdin is not well-formed (xmllint: ...):"
+out=$(run_hook release end) && rc=0 || rc=$?
+expect_eq "... at release too" "$rc:${out%% (xmllint*}" "1:farpass: domain g: the domain XML on stdin is not well-formed"
+xml "<devices><hostdev mode='subsystem' type='mdev'><source><address uuid='../../class/mdev_bus'/></source></hostdev></devices>"
+expect_eq "an mdev address that is not a UUID: exit 1, one line" "$(prepared)" \
+	"1:farpass: domain g: an mdev hostdev's address uuid is not a UUID: '../../class/mdev_bus':"
 
 echo "# UUIDs that are no farpass type's are libvirt's business; other operations do nothing"
 out=$(hook prepare begin $OTHER) && rc=0 || rc=$?
