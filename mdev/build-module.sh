@@ -1,12 +1,13 @@
 #!/bin/bash
-# Build farpass.ko out of tree for meson: copy the sources (mdev/ and include/) into a private
-# directory of the build tree, run Kbuild there against the rig kernel's headers, copy the .ko out.
-# Nothing is written into the source tree.
-# usage: build-module.sh OUTPUT.ko PRIVATE_DIR
+# Build a module out of tree for meson: copy its sources (SOURCE_DIR, default mdev/ for farpass.ko, and
+# include/) into a private directory of the build tree, run Kbuild there against the rig kernel's
+# headers, copy the .ko out. Nothing is written into the source tree.
+# usage: build-module.sh OUTPUT.ko PRIVATE_DIR [SOURCE_DIR]
 # Environment: FARPASS_KHEADERS and FARPASS_NTB_SYMVERS (default: from vm-images/env.sh).
 set -euo pipefail
 out=$(realpath -m "$1") work=$(realpath -m "$2")
 top=$(cd "$(dirname "$0")/.." && pwd)
+src=$(realpath "${3:-$top/mdev}")
 if [ -z "${FARPASS_KHEADERS:-}" ] || [ -z "${FARPASS_NTB_SYMVERS:-}" ]; then
 	. "$top/vm-images/env.sh"
 fi
@@ -16,12 +17,14 @@ for v in FARPASS_KHEADERS FARPASS_NTB_SYMVERS; do
 		exit 1
 	fi
 done
-mkdir -p "$work/mdev" "$work/include/uapi"
+mod=$work/$(basename "$src")
+mkdir -p "$mod" "$work/include/uapi"
 # Copy only what changed, so Kbuild's own dependency tracking keeps rebuilds incremental.
-cp -u "$top"/mdev/Kbuild "$top"/mdev/*.c "$top"/mdev/*.h "$work/mdev/"
+shopt -s nullglob
+cp -u "$src"/Kbuild "$src"/*.[ch] "$mod/"
 cp -u "$top/include/uapi/farpass.h" "$work/include/uapi/"
 # W=1 and -Werror: the module must build warning-free.
 # (Without the kernel's vmlinux there is no BTF to generate: drop that one notice.)
-nice make -s -C "$FARPASS_KHEADERS" M="$work/mdev" KBUILD_EXTRA_SYMBOLS="$FARPASS_NTB_SYMVERS" \
+nice make -s -C "$FARPASS_KHEADERS" M="$mod" KBUILD_EXTRA_SYMBOLS="$FARPASS_NTB_SYMVERS" \
 	W=1 KCFLAGS=-Werror -j"$(nproc)" modules 2>&1 | { grep -v '^Skipping BTF generation' || true; }
-cp "$work/mdev/farpass.ko" "$out"
+cp "$mod/$(basename "$out")" "$out"

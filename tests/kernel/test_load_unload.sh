@@ -5,12 +5,21 @@
 # VFIO and mdev hold no reference, neither kernel log has a warning, BUG, oops, RCU stall, hung task or
 # DMAR fault (nor, on borrower1, a leak report); a last cycle checks the counters'
 # gauges are back to zero after a clean teardown.
+# (p) a probe whose last step (the mdev parent's registration) fails, made to by fp_probe_fault.ko right
+# after it delivered the NTB's link and doorbell events, with their work held queued until the probe
+# returned: the probe returns -ENOMEM, no link and no mdev parent are left, and the queued work of the
+# freed link never runs (the L1s boot with slub_debug poisoning, so work run from freed memory oopses: the
+# kernel log checks above); a probe after it brings the link up again.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
+FAULT_KO=$FARPASS_BUILD/tests/kernel/fp_probe_fault.ko
+[ -e "$FAULT_KO" ] || { echo "missing $FAULT_KO: run make build" >&2; exit 1; }
 
+# Freed kmalloc objects are poisoned (P), with red zones (Z) and checks (F): a use after free shows.
+RIG_APPEND="slub_debug=FZP,kmalloc-* ${RIG_APPEND:-}"
 rig_up --borrowers 1
 B=borrower1
 NTB=$(ntb_pci $B)
@@ -52,6 +61,24 @@ for n in agent_files devices types instances vfio_open pinned_pages bar_maps irq
 	expect_eq "counters: $n" "$(fp_counter $B $n)" 0
 done
 expect_eq "counters: one parent (the link's, with no type)" "$(fp_counter $B parents)" 1
+expect "rmmod" rig_run $B -- "rmmod farpass"
+
+echo "# (p) the NTB probe fails at the mdev parent's registration, with the link's work queued"
+P=/sys/module/fp_probe_fault/parameters
+rebind_ntb() { rig_run $B --timeout 60 -- "echo $NTB > /sys/bus/pci/drivers/ntb_hw_epf/unbind; echo $NTB > /sys/bus/pci/drivers/ntb_hw_epf/bind"; }
+expect "farpass loads, then fp_probe_fault.ko, armed for one failure" \
+	rig_run $B -- "insmod $FP_KO && insmod $FAULT_KO fail_times=1"
+expect "the NTB leaves ntb_hw_epf and comes back" rebind_ntb
+expect_eq "the failure was injected once" "$(rig_run $B -- "cat $P/fired")" 1
+expect_eq "fp_ntb_probe returned -ENOMEM" "$(rig_run $B -- "cat $P/probe_ret")" -12
+expect "the link's work stayed queued until fp_ntb_probe had returned" \
+	ntb_wait $B 15 "grep -qx Y $P/held_past_probe"
+expect_eq "no link left" "$(fp_counter $B links)" 0
+expect "no mdev parent left" rig_run $B -- "test ! -e $PARENT/mdev_supported_types"
+expect "fp_probe_fault.ko unloads" rig_run $B -- "rmmod fp_probe_fault"
+expect "a probe after it: the NTB leaves ntb_hw_epf and comes back" rebind_ntb
+expect "... and the link comes up" ntb_wait $B 60 "[ \$(sed -n 's/^links_up //p' $FP_DBG/counters) = 1 ]"
+expect "... with the link's mdev parent" rig_run $B -- "test -e $PARENT/mdev_supported_types"
 expect "rmmod" rig_run $B -- "rmmod farpass"
 expect_klog_clean $B --also leak
 expect_klog_clean lender

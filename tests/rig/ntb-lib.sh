@@ -125,7 +125,7 @@ ntb_net_carrier() { ntb_wait "$1" 60 "[ \$(cat /sys/class/net/\$($NTB_NETDEV)/ca
 # What no kernel log of a passing test shows: warnings, BUGs (soft lockups too), oopses, RCU stalls,
 # hung tasks, hard lockups, and IOMMU (DMAR) faults: fault records, the fault handler's status line,
 # rate-limited fault reports.
-KLOG_BAD_RE='WARNING|BUG|Oops|rcu: INFO|detected stall|blocked for more than|hard LOCKUP|DMAR.*fault|dmar_fault'
+KLOG_BAD_RE='WARNING|BUG|Oops|general protection fault|Kernel panic|rcu: INFO|detected stall|blocked for more than|hard LOCKUP|DMAR.*fault|dmar_fault'
 # A DMAR fault record: "DMAR: [DMA Read NO_PASID] Request device [00:0a.0] fault addr 0xbc000000 [...".
 KLOG_FAULT_RE='DMAR: \[DMA (Read|Write)[^]]*\] Request device \[[0-9a-f:.]+\] fault addr 0x[0-9a-f]+'
 
