@@ -61,18 +61,20 @@ mkdir -p $(lv_qemu_log "$vm" "") && mount --bind $(lv_qemu_log "$vm" "") /var/lo
 printf 'user = \"root\"\ngroup = \"root\"\n' >>/etc/libvirt/qemu.conf
 printf 'listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n' >>/etc/libvirt/libvirtd.conf"
 	fi
-	# It answers in 11-22 s on a quiet machine. Under load it once did not answer in 180 s, with no kernel
-	# hang (cause unknown; a virsh connected to a stuck daemon can block): each virsh gets 20 s, and after
-	# 75 s virsh's last error and the daemon's threads are shown and it is started again. libvirtd's
-	# warnings go to the VM's rig dir.
-	expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 210 -- "for try in 1 2; do
+	# It answers in 11-41 s. Twice under load it did not answer within this step's bound, with no kernel
+	# hang and no line of this script's output (cause unknown): each step now says when it ends, each virsh
+	# is killed 5 s after its 20 s, and after 70 s the daemon's threads are shown and it is started again;
+	# if the step itself times out, libvirt's and virsh's processes are listed with their kernel stacks.
+	# libvirtd's warnings go to the VM's rig dir.
+	if ! expect "$vm: libvirtd starts and answers" rig_run "$vm" --timeout 210 -- "for try in 1 2; do
 	LIBVIRT_LOG_OUTPUTS='3:file:$(rig_vm_dir "$vm")/libvirtd.log' libvirtd -d $listen || exit 1
-	end=\$((SECONDS + 75))
+	echo \"try \$try: libvirtd -d returned at \$SECONDS s\"
+	end=\$((SECONDS + 70))
 	while [ \$SECONDS -lt \$end ]; do
-		err=\$(timeout 20 $LV_VIRSH version 2>&1 >/dev/null) && exit 0
+		err=\$(timeout -k 5 20 $LV_VIRSH version 2>&1 >/dev/null) && exit 0
 		sleep 0.5
 	done
-	echo \"libvirtd did not answer in 75 s; virsh's last error: \${err:-timed out after 20 s}\"
+	echo \"libvirtd did not answer in 70 s; virsh's last error: \${err:-timed out after 20 s}\"
 	if pid=\$(pgrep -xo libvirtd); then
 		echo 'its threads (name, wait channel, kernel stack):'
 		for t in /proc/\$pid/task/*; do echo \"\$(cat \$t/comm) \$(cat \$t/wchan)\"; head -n 4 \$t/stack; done
@@ -80,7 +82,12 @@ printf 'listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n' >>/etc/libvirt/li
 		echo 'libvirtd is not running'
 	fi
 	pkill -9 -x libvirtd; sleep 2
-done; exit 1"
+done; exit 1"; then
+		rig_run "$vm" --timeout 30 -- "for p in \$(pgrep 'libvirtd|virsh|qemu|timeout'); do
+	echo \"\$p \$(ps -o stat=,etimes=,wchan:32=,args= -p \$p)\"; head -n 6 /proc/\$p/stack
+done" || true
+		return 1
+	fi
 	echo "# $vm: libvirtd up in $((SECONDS - t0)) s"
 }
 
