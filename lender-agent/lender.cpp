@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <functional>
 #include <limits>
+#include <set>
 
 namespace farpass::agent {
 
@@ -138,8 +139,10 @@ std::vector<std::string> Lender::restore()
 			sysfs_.bind_to_vfio(address);
 			device.vfio = open_or_adopt(device, stored);
 			LentDevice &restored = devices_.emplace(address, std::move(device)).first->second;
-			if (!restored.lease)
+			if (!restored.lease) {
+				unmap_unleased_bars(restored);
 				continue;
+			}
 			std::vector<DmaMapping> dma; // a state file from before the data path has neither
 			for (const json &m : saved["lease"].value("dma", json::array()))
 				dma.push_back({decode_uint<std::uint64_t>(m.at("iova"), "iova"),
@@ -499,6 +502,32 @@ void Lender::restore_data_path(LentDevice &device, const std::vector<DmaMapping>
 	else
 		attempt(what + ": clearing interrupt slot " + std::to_string(device.slot),
 			[&] { kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, {}); });
+}
+
+// An agent that died inside acquire, after its BAR_MAPs and before it saved the lease, left the BARs
+// reachable from the link with no lease, and every later acquire of the device failing with EEXIST.
+// Nothing of a device without a lease may stay mapped: unmap each placed BAR on every link (ENOENT: it
+// was not mapped there; a kernel or link without BAR mapping has nothing to unmap).
+void Lender::unmap_unleased_bars(const LentDevice &device)
+{
+	std::set<std::string> ntbs;
+	for (const auto &link : links_)
+		ntbs.insert(link.second);
+	for (const std::string &ntb : ntbs)
+		for (std::size_t bar = 0; bar < bar_count; bar++) {
+			if (!device.bars.placed[bar])
+				continue;
+			try {
+				kernel_.bar_map(ntb, device.pci_address, static_cast<unsigned>(bar), device.bars.offsets[bar],
+						device.info.bar_sizes[bar], true);
+				notices_.push_back("BAR " + std::to_string(bar) + " of " + device.pci_address + " was mapped on " +
+						   ntb + " without a lease: unmapped");
+			} catch (const AgentError &e) {
+				if (e.error_number() != ENOENT && !no_data_path(e))
+					notices_.push_back("unmapping BAR " + std::to_string(bar) + " of " + device.pci_address +
+							   " on " + ntb + ": " + e.what());
+			}
+		}
 }
 
 void Lender::disarm_irqs(LentDevice &device)

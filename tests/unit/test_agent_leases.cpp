@@ -668,6 +668,38 @@ TEST_CASE("a restart without the interrupts armed clears the slot's relay; what 
 	CHECK(agent.lender->devices().at(nic_address).dma_mappings.empty());
 }
 
+TEST_CASE("an agent killed inside acquire, after its BAR_MAPs and before saving the lease: the restart unmaps them")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	const fs::path state = agent.dir.path() / "state" / "state.json";
+	const fs::path before = agent.dir.path() / "before-acquire.json";
+	fs::copy_file(state, before);
+	agent.lender->acquire(nic_address, "borrower-b");
+	fs::copy_file(before, state, fs::copy_options::overwrite_existing); // the lease was never saved
+	agent.restart();
+	const std::size_t from = agent.journal.size();
+	agent.lender->restore();
+	CHECK(since(agent.journal, from) == std::vector<std::string>{
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 0 0x0 +0x1000",
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 1 0x1000 +0x1000",
+						    "kernel bar_unmap 0000:00:0b.0 0000:02:00.0 4 0x4000 +0x4000"});
+	CHECK(agent.kernel.bars.empty());
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"BAR 0 of 0000:02:00.0 was mapped on 0000:00:0b.0 without a lease: unmapped",
+				       "BAR 1 of 0000:02:00.0 was mapped on 0000:00:0b.0 without a lease: unmapped",
+				       "BAR 4 of 0000:02:00.0 was mapped on 0000:00:0b.0 without a lease: unmapped"});
+	// The device can be borrowed again (its BAR_MAPs were EEXIST before).
+	CHECK(agent.call("lease.acquire", {{"pci", nic_address}}, Principal::peer, "borrower-b").at("result").at("data_path") == true);
+	CHECK(agent.kernel.bars.size() == 3);
+	// A restart with nothing mapped finds nothing to unmap and says nothing.
+	agent.lender->release(nic_address, "borrower-b", agent.lender->devices().at(nic_address).lease->id);
+	agent.restart();
+	agent.lender->restore();
+	CHECK(agent.kernel.bars.empty());
+	CHECK(agent.lender->take_notices().empty());
+}
+
 TEST_CASE("a state.json that is not a version-1 state object is refused with an error naming it, not a crash")
 {
 	for (const json &bad : {json(""), json::array(), json{{"version", "1"}}, json{{"version", 2}}}) {
