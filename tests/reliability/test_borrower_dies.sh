@@ -1,5 +1,5 @@
 #!/bin/bash
-# Scenario 3 of issue 15, the borrower host dies: borrower1's L1 QEMU is SIGKILLed on L0 while its 512 MiB
+# Scenario 3 of issue 15, the borrower host dies: borrower1's L1 QEMU is SIGKILLed on L0 while its 256 MiB
 # L2 guest writes the lender's NVMe (through the farpass mdev) with fio; then borrower2 borrows the device.
 # Checks:
 #  (a) borrower1's guest was writing when its host died: fio's last progress line (e2e_fio_progress_job)
@@ -42,7 +42,7 @@ B1=borrower1
 B2=borrower2
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e2f3
 MDEV=/sys/bus/mdev/devices/$U
-e2e_remote_up "$B1 $B2" $U 1536
+e2e_remote_up "$B1 $B2" $U 1024
 IMG=$(rig_lender_nvme_img)
 lease_ms=$(ag_ctl lender --json status | jq -r .lease_ms)
 rel_row scenario "3: the borrower host dies" outage "$B1's L1 QEMU SIGKILLed during its guest's fio"
@@ -54,7 +54,7 @@ echo "# resources before any guest"
 e2e_resources_show "$r0"
 
 echo "# borrower1's guest writes; its host is killed once $KILL_AFTER_KB KiB have completed"
-e2e_l2_start $B1 512M "for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
+e2e_l2_start $B1 256M "for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
 $(e2e_fio_progress_job "$tag" "$REGION")" -device vfio-pci,sysfsdev=$MDEV
 log1=$E2E_L2_LOG
 done_kb() { [ ! -e "$log1" ] || sed -n 's/^E2E-DONE-KB \([0-9]*\).*/\1/p' "$log1" | tail -n1; }
@@ -100,7 +100,7 @@ back_b=$(e2e_resources_changed "$r0" "$r1" lender:links_up)
 expect_eq "(b) resources of the lender (and idle borrower2) as before borrower1's guest" "$back_b" ""
 
 echo "# borrower2's guest reads back every block borrower1's guest completed"
-e2e_l2_start $B2 512M "$E2E_GUEST_PAUSE
+e2e_l2_start $B2 256M "$E2E_GUEST_PAUSE
 for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
 e2e_pause disk
 $(e2e_fio_script "$tag" --read-back)" -device vfio-pci,sysfsdev=$MDEV

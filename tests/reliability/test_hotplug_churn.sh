@@ -1,6 +1,6 @@
 #!/bin/bash
 # Scenario 5 of issue 15, hot-plug churn: the lender's NVMe (the farpass mdev behind a PCIe root port of a
-# 512 MiB L2 guest of borrower1) hot-removed and hot-added REL_CHURN_CYCLES times (10; `make soak`: 100)
+# 256 MiB L2 guest of borrower1) hot-removed and hot-added REL_CHURN_CYCLES times (10; `make soak`: 100)
 # over the L2 QEMU's QMP, with a short fio verify in the guest between cycles. Checks:
 #  (a) every cycle: device_del ends with DEVICE_DELETED and the guest then has no nvme disk; after
 #      device_add it has its disk again;
@@ -13,7 +13,8 @@
 #  (c) after the last cycle, with the device in the guest again, the lender's and borrower1's resources
 #      (e2e_resources: pinned pages, DMA windows and quarantined ranges, BAR mappings, interrupt hooks,
 #      pending upcalls, instances, VFIO opens, links, the agents' leases and the lender's DMA mappings)
-#      are what they were before the first cycle, with the device in the guest since its boot;
+#      are what they were after the first cycle (the borrow at boot, made during SeaBIOS's POST, maps the
+#      same pages in fewer DMA slots than a borrow under the running guest: 2 and 3 here);
 #  (d) the guest's script exited 0 and its QEMU powered off; that returned the device (the lender shows it
 #      free and reset it); borrower1's agent logged exactly 1 + cycles borrows, each given back before the
 #      next; the lender's and borrower1's resources are what they were before the guest started;
@@ -29,14 +30,14 @@ set -euo pipefail
 . "$(dirname "$0")/rel-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
 N=${REL_CHURN_CYCLES:-10}
-# Short fio jobs between cycles: 64 writes of 4 KiB and 16 of 128 KiB, each verified.
-E2E_REGIONS=(4096:$((16 << 20)):$((256 << 10)) 131072:$((64 << 20)):$((2 << 20)))
+# A short fio job between cycles: 64 writes of 4 KiB, each verified.
+E2E_REGIONS=(4096:$((16 << 20)):$((256 << 10)))
 E2E_L2_TIMEOUT=$((900 + N * 120))
 
 B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e2f5
 DEV="{\"driver\": \"vfio-pci\", \"id\": \"fp0\", \"bus\": \"rp1\", \"sysfsdev\": \"/sys/bus/mdev/devices/$U\"}"
-e2e_remote_up $B $U 1536
+e2e_remote_up $B $U 1024
 IMG=$(rig_lender_nvme_img)
 rel_row scenario "5: hot-plug churn" outage "$N x QMP device_del + device_add, fio verify between"
 
@@ -66,11 +67,9 @@ $(e2e_fio_jobs '$t' --mark E2E-CHURN-FIO)
 done
 e2e_pause final
 $(e2e_fio_script '$t' --read-back)"
-e2e_l2_start $B 512M "$script" -device pcie-root-port,id=rp1,chassis=1 \
+e2e_l2_start $B 256M "$script" -device pcie-root-port,id=rp1,chassis=1 \
 	-device vfio-pci,id=fp0,bus=rp1,sysfsdev=/sys/bus/mdev/devices/$U
 expect "L2 booted with the device, wrote its first tag and waits" e2e_l2_wait $B c1-unplug 900
-r0=$(e2e_resources $B)
-e2e_resources_show "$r0"
 
 times=()
 for ((c = 1; c <= N; c++)); do
@@ -88,6 +87,10 @@ for ((c = 1; c <= N; c++)); do
 	expect "cycle $c: the guest read back, wrote its next tag and waits" e2e_l2_wait $B "$next" 600
 	times+=("$(_rig_elapsed "$t0")")
 	echo "cycle $c: ${times[-1]} s (device_del $t_del s; device_add, disk back and fio $(_rig_elapsed "$t1") s)"
+	if ((c == 1)); then
+		r0=$(e2e_resources $B)
+		e2e_resources_show "$r0"
+	fi
 done
 r1=$(e2e_resources $B)
 e2e_resources_show "$r1"
@@ -125,7 +128,7 @@ r2=$(e2e_resources $B)
 e2e_resources_show "$r2"
 back_d=$(e2e_resources_changed "$r_pre" "$r2")
 rel_row 'resources back to baseline' "$([ -z "$back_c$back_d" ] && echo yes || echo "no: $back_c$back_d")"
-expect_eq "(c) resources after the last cycle as before the first" "$back_c" ""
+expect_eq "(c) resources after the last cycle as after the first" "$back_c" ""
 expect_eq "(d) resources after the guest's power-off as before it started" "$back_d" ""
 expect_klog_clean $B
 expect_klog_clean lender
