@@ -23,11 +23,6 @@
 # Prints the time from the kill to the reclaim and to borrower2's guest having the disk; writes its row
 # of the suite's summary table (rel-lib.sh).
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
-. "$(dirname "$0")/../e2e/e2e-lib.sh"
 . "$(dirname "$0")/rel-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
 # The expiry check's period (1 s), the teardown of a device under a loaded TCG rig (bus master off,

@@ -22,11 +22,6 @@
 # Prints each cycle's times (device_del; device_add, the guest's disk back and its fio) and writes its row
 # of the suite's summary table (rel-lib.sh).
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
-. "$(dirname "$0")/../e2e/e2e-lib.sh"
 . "$(dirname "$0")/rel-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
 N=${REL_CHURN_CYCLES:-10}
