@@ -412,7 +412,7 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	return 0;
 
 err_detach:
-	/* As at a remove: what the roles before the failed one listed goes. */
+	/* As at a remove: every role lets go (one that listed nothing has nothing to undo). */
 	fp_link_detach(link);
 	/* The link may have come up, or the peer rung, meanwhile: their work is queued or running. */
 	fp_link_quiesce(link);
