@@ -463,8 +463,7 @@ void Lender::map_bars(LentDevice &device, const std::string &borrower, bool rest
 			}
 			for (const std::size_t done : mapped)
 				attempt("unmapping BAR " + std::to_string(done) + " of " + device.pci_address, [&] {
-					kernel_.bar_map(link->second, device.pci_address, static_cast<unsigned>(done),
-							device.bars.offsets[done], device.info.bar_sizes[done], true);
+					unmap_bar(link->second, device, done);
 				});
 			throw;
 		}
@@ -504,6 +503,12 @@ void Lender::restore_data_path(LentDevice &device, const std::vector<DmaMapping>
 			[&] { kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, {}); });
 }
 
+void Lender::unmap_bar(const std::string &ntb, const LentDevice &device, std::size_t bar)
+{
+	kernel_.bar_map(ntb, device.pci_address, static_cast<unsigned>(bar), device.bars.offsets[bar],
+			device.info.bar_sizes[bar], true);
+}
+
 // An agent that died inside acquire, after its BAR_MAPs and before it saved the lease, left the BARs
 // reachable from the link with no lease, and every later acquire of the device failing with EEXIST.
 // Nothing of a device without a lease may stay mapped: unmap each placed BAR on every link (ENOENT: it
@@ -518,8 +523,7 @@ void Lender::unmap_unleased_bars(const LentDevice &device)
 			if (!device.bars.placed[bar])
 				continue;
 			try {
-				kernel_.bar_map(ntb, device.pci_address, static_cast<unsigned>(bar), device.bars.offsets[bar],
-						device.info.bar_sizes[bar], true);
+				unmap_bar(ntb, device, bar);
 				notices_.push_back("BAR " + std::to_string(bar) + " of " + device.pci_address + " was mapped on " +
 						   ntb + " without a lease: unmapped");
 			} catch (const AgentError &e) {
@@ -558,8 +562,7 @@ void Lender::end_lease(LentDevice &device)
 		for (std::size_t bar = 0; bar < bar_count; bar++)
 			if (device.bars.placed[bar])
 				attempt("unmapping BAR " + std::to_string(bar) + " of " + device.pci_address, [&] {
-					kernel_.bar_map(device.data_path_ntb, device.pci_address, static_cast<unsigned>(bar),
-							device.bars.offsets[bar], device.info.bar_sizes[bar], true);
+					unmap_bar(device.data_path_ntb, device, bar);
 				});
 	device.data_path_ntb.clear();
 	attempt("resetting " + device.pci_address, [&] { device.vfio->reset(); });

@@ -147,6 +147,7 @@ private:
 	// restoring: a BAR still mapped by the agent before this one (EEXIST) counts as mapped.
 	void map_bars(LentDevice &device, const std::string &borrower, bool restoring);
 	void restore_data_path(LentDevice &device, const std::vector<DmaMapping> &dma, std::optional<IrqSetting> irqs);
+	void unmap_bar(const std::string &ntb, const LentDevice &device, std::size_t bar);
 	void unmap_unleased_bars(const LentDevice &device);
 	// The steps map_dma and set_irqs share with restore (checks done by the caller).
 	void add_dma(LentDevice &device, const DmaMapping &mapping);

@@ -27,4 +27,6 @@ cp -u "$top/include/uapi/farpass.h" "$work/include/uapi/"
 # (Without the kernel's vmlinux there is no BTF to generate: drop that one notice.)
 nice make -s -C "$FARPASS_KHEADERS" M="$mod" KBUILD_EXTRA_SYMBOLS="$FARPASS_NTB_SYMVERS" \
 	W=1 KCFLAGS=-Werror -j"$(nproc)" modules 2>&1 | { grep -v '^Skipping BTF generation' || true; }
-cp "$mod/$(basename "$out")" "$out"
+kos=("$mod"/*.ko)
+((${#kos[@]} == 1)) || { echo "build-module.sh: expected one module in $mod, got: ${kos[*]}" >&2; exit 1; }
+cp "${kos[0]}" "$out"

@@ -25,6 +25,7 @@
 #include "counters.h"
 #include "dmawin.h"
 #include "fp.h"
+#include "link.h"
 #include "ramscan.h"
 #include "winlayout.h"
 #include "xwin.h"
@@ -379,12 +380,19 @@ void fp_dmawin_destroy(struct fp_dmawin *w, bool returned)
 	kfree(w);
 }
 
-void fp_dmawin_link_down(struct fp_link *link)
+/* The link went down or goes away: no lease outlives it, so its quarantined ranges are free. */
+static void fp_dmawin_link_down(struct fp_link *link)
 {
 	mutex_lock(&fp_dmawin_lock);
 	fp_dmawin_lift(link, true, 0);
 	mutex_unlock(&fp_dmawin_lock);
 }
+
+/* At remove no instance is left to hold a window (types.c detached before): only quarantines remain. */
+const struct fp_link_role_ops fp_dmawin_role = {
+	.link_down = fp_dmawin_link_down,
+	.detach = fp_dmawin_link_down,
+};
 
 /* Map pages [from, to) of slot @i again after a cut; if that fails, they go (unreachable anyway). */
 static void fp_run_remap(struct fp_dmawin *w, int i, u64 from, u64 to)

@@ -34,11 +34,9 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
  * Unmap from the NTB's domain (flushed), then unpin. @returned: the lender confirmed the lease ended
  * (RETURN answered): the range is free again, and so are the device's quarantined ones. Otherwise the
  * lender may still map the range onto our window: it stays allocated (quarantined, no pages behind
- * it) until a confirmed RETURN of the same device or fp_dmawin_link_down().
+ * it) until a confirmed RETURN of the same device or the link goes down or away.
  */
 void fp_dmawin_destroy(struct fp_dmawin *w, bool returned);
-/* The link went down or goes away: its quarantined ranges are free. */
-void fp_dmawin_link_down(struct fp_link *link);
 /*
  * The VFIO user unmaps [iova, iova + length): the pinned pages there leave the window, then unpinned.
  * Returns how many were unpinned.

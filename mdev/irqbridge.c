@@ -198,11 +198,16 @@ static void fp_irq_bulk_work(struct work_struct *work)
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
 
-void fp_irq_db_event(struct fp_link *link)
+/* The NTB's doorbell handler (hard irq): FP_DB_IRQ is ours. */
+static void fp_irq_doorbell(struct fp_link *link, u64 bits)
 {
 	struct fp_irq *irq = link->irq;
 	unsigned long flags;
 
+	if (!(bits & BIT_ULL(FP_DB_IRQ)))
+		return;
+	/* Clear first: a post after the drain rings again. */
+	ntb_db_clear(link->ntb, BIT_ULL(FP_DB_IRQ));
 	if (!irq)
 		return;
 	spin_lock_irqsave(&irq->cons_lock, flags);
@@ -376,7 +381,8 @@ out_unlock:
 
 /* ------------------------------------------------------------------------------ link life */
 
-void fp_irq_link_up(struct fp_link *link)
+/* Link up, before our first HELLO. */
+static void fp_irq_link_up(struct fp_link *link)
 {
 	struct fp_irq *irq = link->irq;
 	unsigned long flags;
@@ -391,7 +397,8 @@ void fp_irq_link_up(struct fp_link *link)
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
 
-void fp_irq_peer_hello(struct fp_link *link)
+/* Each HELLO from the peer (it runs farpass): the first (re)starts both mailboxes. */
+static void fp_irq_peer_hello(struct fp_link *link)
 {
 	struct fp_irq *irq = link->irq;
 	unsigned long flags;
@@ -417,7 +424,8 @@ void fp_irq_peer_hello(struct fp_link *link)
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
 
-void fp_irq_link_down(struct fp_link *link)
+/* Stop posting and draining. */
+static void fp_irq_link_down(struct fp_link *link)
 {
 	struct fp_irq *irq = link->irq;
 	unsigned long flags;
@@ -518,7 +526,8 @@ static void fp_irq_unmap_local(struct fp_link *link, int mw, u64 off, size_t siz
 	__free_pages(pages, get_order(size));
 }
 
-int fp_irq_link_init(struct fp_link *link)
+/* Probe, after the windows' (xwin.c): 0 also when there is no data path. */
+static int fp_irq_link_init(struct fp_link *link)
 {
 	phys_addr_t dma_base, bar_base;
 	u64 dma_size, bar_size;
@@ -582,7 +591,8 @@ out_free:
 	return ret;
 }
 
-void fp_irq_link_exit(struct fp_link *link)
+/* Remove, no doorbell left: unhook every eventfd, free. */
+static void fp_irq_link_exit(struct fp_link *link)
 {
 	struct fp_irq *irq = link->irq;
 	struct fp_irq_hook *h;
@@ -609,3 +619,12 @@ void fp_irq_link_exit(struct fp_link *link)
 	kfree(irq->pending);
 	kfree(irq);
 }
+
+const struct fp_link_role_ops fp_irq_role = {
+	.probe = fp_irq_link_init,
+	.link_up = fp_irq_link_up,
+	.peer_hello = fp_irq_peer_hello,
+	.link_down = fp_irq_link_down,
+	.doorbell = fp_irq_doorbell,
+	.free = fp_irq_link_exit,
+};

@@ -23,16 +23,6 @@ struct farpass_irq_bridge;
 /* Borrower side: called in hard-irq context for every delivered vector of the attached slot. */
 typedef void (*fp_irq_deliver_fn)(void *ctx, u32 vector);
 
-/* Probe, after fp_xwin_setup() and before the link is enabled. 0 also when there is no data path. */
-int fp_irq_link_init(struct fp_link *link);
-/* Under link->ctrl_lock. */
-void fp_irq_link_up(struct fp_link *link);	/* link up, before our first HELLO */
-void fp_irq_peer_hello(struct fp_link *link);	/* each HELLO from the peer: the first (re)starts both */
-void fp_irq_link_down(struct fp_link *link);	/* stop posting and draining */
-void fp_irq_link_exit(struct fp_link *link);	/* remove, no doorbell left: unhook every eventfd, free */
-/* The NTB's doorbell handler saw FP_DB_IRQ (hard-irq context). */
-void fp_irq_db_event(struct fp_link *link);
-
 /*
  * Borrower: route slot @slot's deliveries to @fn(@ctx, vector), called in hard-irq context under the
  * link's consumer lock. -EBUSY if attached, -EINVAL slot, -EOPNOTSUPP the link has no data path.

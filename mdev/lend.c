@@ -154,7 +154,8 @@ out_unlock:
 	return ret;
 }
 
-void fp_lend_link_teardown(struct fp_link *link)
+/* The peer loses the lent BARs before the link goes. */
+static void fp_lend_link_teardown(struct fp_link *link)
 {
 	struct fp_bar_map *b, *next;
 
@@ -163,3 +164,7 @@ void fp_lend_link_teardown(struct fp_link *link)
 		fp_lend_unmap_one(link, b);
 	mutex_unlock(&link->xwin_lock);
 }
+
+const struct fp_link_role_ops fp_lend_role = {
+	.detach = fp_lend_link_teardown,
+};

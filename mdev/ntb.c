@@ -25,13 +25,9 @@
 #include <linux/slab.h>
 
 #include "counters.h"
-#include "dmawin.h"
 #include "fp.h"
-#include "irqbridge.h"
 #include "link.h"
 #include "proto.h"
-#include "types.h"
-#include "xwin.h"
 
 #define FP_HELLO_RETRY_MS	200
 #define FP_HELLO_TRIES		25	/* 5 s: TCG peers can be slow to load their side */
@@ -43,6 +39,19 @@ static const char *const fp_hs_names[] = {
 };
 
 static u32 fp_link_ids;	/* fp_lock */
+
+/*
+ * The roles in the order they hook into a link as it comes; as it goes, the reverse. The windows are
+ * set up first (the interrupt bridge lives in their tails); the mdev types, through which guests reach
+ * everything else, are let go of first (detach), so no instance holds a DMA window when dmawin frees
+ * what stayed quarantined.
+ */
+static const struct fp_link_role_ops *const fp_link_roles[] = {
+	&fp_xwin_role, &fp_dmawin_role, &fp_irq_role, &fp_win_role, &fp_lend_role, &fp_types_role,
+};
+
+#define fp_for_each_role(i)		for ((i) = 0; (i) < ARRAY_SIZE(fp_link_roles); (i)++)
+#define fp_for_each_role_reverse(i)	for ((i) = ARRAY_SIZE(fp_link_roles); (i)-- > 0;)
 
 struct fp_link *fp_link_find(const char *name)
 {
@@ -146,6 +155,7 @@ static void fp_link_work(struct work_struct *work)
 {
 	struct fp_link *link = container_of(work, struct fp_link, link_work);
 	bool up = ntb_link_is_up(link->ntb, NULL, NULL) == 1;
+	unsigned int i;
 
 	mutex_lock(&link->ctrl_lock);
 	if (up == link->up)
@@ -161,8 +171,9 @@ static void fp_link_work(struct work_struct *work)
 		link->peer_seen = false;
 		link->hello_tries = 0;
 		/* The peer reaches our windows from its first HELLO on. */
-		fp_xwin_link_up(link);
-		fp_irq_link_up(link);
+		fp_for_each_role(i)
+			if (fp_link_roles[i]->link_up)
+				fp_link_roles[i]->link_up(link);
 		schedule_delayed_work(&link->hello_work, 0);
 	} else {
 		fp_count(FP_C_LINK_DOWN_EVENTS, 1);
@@ -171,9 +182,9 @@ static void fp_link_work(struct work_struct *work)
 		link->hs_state = FP_HS_DOWN;
 		link->hs_err = -ENOLINK;
 		cancel_delayed_work(&link->hello_work);
-		fp_irq_link_down(link);
-		/* No lease outlives the link: ranges whose RETURN was never confirmed are free. */
-		fp_dmawin_link_down(link);
+		fp_for_each_role_reverse(i)
+			if (fp_link_roles[i]->link_down)
+				fp_link_roles[i]->link_down(link);
 	}
 out_unlock:
 	mutex_unlock(&link->ctrl_lock);
@@ -183,6 +194,7 @@ static void fp_ctrl_recv(struct fp_link *link)
 {
 	struct ntb_dev *ntb = link->ntb;
 	u32 cmdw, hello, arg0, version, roles;
+	unsigned int i;
 	int ret;
 
 	lockdep_assert_held(&link->ctrl_lock);
@@ -211,8 +223,9 @@ static void fp_ctrl_recv(struct fp_link *link)
 	link->peer_seen = true;
 	switch (fp_cmd_of(cmdw)) {
 	case FP_CMD_HELLO:
-		/* The peer runs farpass: the interrupt mailboxes may start. */
-		fp_irq_peer_hello(link);
+		fp_for_each_role(i)
+			if (fp_link_roles[i]->peer_hello)
+				fp_link_roles[i]->peer_hello(link);
 		ret = fp_ctrl_send(link, FP_CMD_HELLO_ACK, fp_seq_of(cmdw), 0);
 		if (ret < 0)
 			dev_dbg(&ntb->dev, "HELLO_ACK not sent: %pe (the peer retries)\n", ERR_PTR(ret));
@@ -253,13 +266,12 @@ static void fp_db_event(void *ctx, int vector)
 {
 	struct fp_link *link = ctx;
 	u64 bits = ntb_db_read(link->ntb);
+	unsigned int i;
 
 	fp_count(FP_C_DB_EVENTS, 1);
-	if (bits & BIT_ULL(FP_DB_IRQ)) {
-		/* Clear first: a post after the drain rings again. */
-		ntb_db_clear(link->ntb, BIT_ULL(FP_DB_IRQ));
-		fp_irq_db_event(link);
-	}
+	fp_for_each_role(i)
+		if (fp_link_roles[i]->doorbell)
+			fp_link_roles[i]->doorbell(link, bits);
 	/* A spurious doorbell also polls the control mailbox: a message may have raced a clear. */
 	if (bits & BIT_ULL(FP_DB_CTRL) || !(bits & BIT_ULL(FP_DB_IRQ)))
 		schedule_work(&link->db_work);
@@ -296,11 +308,33 @@ static void fp_link_quiesce(struct fp_link *link)
 	cancel_delayed_work_sync(&link->hello_work);
 }
 
-/* The end of a quiesced link: no doorbell or link event runs, so the eventfds and windows can go. */
-static void fp_link_free(struct fp_link *link)
+/*
+ * Off fp_links and dying, then every role lets go of the link: the borrower side first (instances,
+ * types and announced devices; the wait for the instances' VFIO users without fp_lock), then the
+ * lender side (the agent's mappings of our windows, then the lent BARs the peer reaches).
+ */
+static void fp_link_detach(struct fp_link *link)
 {
-	fp_irq_link_exit(link);
-	fp_xwin_teardown(link);
+	unsigned int i;
+
+	mutex_lock(&fp_lock);
+	list_del(&link->node);
+	link->dying = true;
+	mutex_unlock(&fp_lock);
+	fp_for_each_role_reverse(i)
+		if (fp_link_roles[i]->detach)
+			fp_link_roles[i]->detach(link);
+}
+
+/*
+ * The end of a quiesced link, or of a probe that failed before its role @nr_probed: no doorbell or link
+ * event runs, so the eventfds and windows can go.
+ */
+static void fp_link_free(struct fp_link *link, unsigned int nr_probed)
+{
+	while (nr_probed--)
+		if (fp_link_roles[nr_probed]->free)
+			fp_link_roles[nr_probed]->free(link);
 	debugfs_remove_recursive(link->dbg_dir);
 	if (link->up)
 		fp_count(FP_C_LINKS_UP, -1);
@@ -310,6 +344,7 @@ static void fp_link_free(struct fp_link *link)
 static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 {
 	struct fp_link *link;
+	unsigned int i;
 	u64 db_mask;
 	int ret;
 
@@ -339,7 +374,6 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	INIT_WORK(&link->link_work, fp_link_work);
 	INIT_WORK(&link->db_work, fp_db_work);
 	INIT_DELAYED_WORK(&link->hello_work, fp_hello_work);
-	fp_link_types_init(link);
 
 	/* Our mailbox starts empty; only our doorbell bit interrupts. */
 	ntb_spad_write(ntb, FP_SPAD_CMD, fp_cmd_word(FP_CMD_NONE, 0));
@@ -348,23 +382,27 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_db_clear(ntb, db_mask);
 	link->dbg_dir = debugfs_create_dir(link->name, fp_debugfs_root);
 	/* The inbound windows and the mailbox memory exist before the peer can see the link. */
-	fp_xwin_setup(link);
-	ret = fp_irq_link_init(link);
-	if (ret)
-		goto err_xwin;
+	fp_for_each_role(i) {
+		ret = fp_link_roles[i]->probe ? fp_link_roles[i]->probe(link) : 0;
+		if (ret)
+			goto err_free;
+	}
 	ret = ntb_set_ctx(ntb, link, &fp_ctx_ops);
 	if (ret)
-		goto err_irq;
+		goto err_free;
 	ntb_db_clear_mask(ntb, db_mask & (BIT_ULL(FP_DB_CTRL) | BIT_ULL(FP_DB_IRQ)));
 
 	mutex_lock(&fp_lock);
 	link->id = ++fp_link_ids;
 	list_add_tail(&link->node, &fp_links);
-	/* The mdev parent exists from the start, with no type until the agent announces devices. */
-	ret = fp_link_sync_types(link);
+	fp_for_each_role(i) {
+		ret = fp_link_roles[i]->listed ? fp_link_roles[i]->listed(link) : 0;
+		if (ret)
+			break;
+	}
 	mutex_unlock(&fp_lock);
 	if (ret)
-		goto err_unlist;
+		goto err_detach;
 
 	debugfs_create_file("link", 0400, link->dbg_dir, link, &fp_link_fops);
 	fp_count(FP_C_LINKS, 1);
@@ -373,19 +411,15 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	schedule_work(&link->link_work);
 	return 0;
 
-err_unlist:
-	mutex_lock(&fp_lock);
-	list_del(&link->node);
-	mutex_unlock(&fp_lock);
+err_detach:
+	/* As at a remove: every role lets go (one that listed nothing has nothing to undo). */
+	fp_link_detach(link);
 	/* The link may have come up, or the peer rung, meanwhile: their work is queued or running. */
 	fp_link_quiesce(link);
-err_irq:
-	fp_link_free(link);
-	return ret;
-err_xwin:
-	fp_xwin_teardown(link);
-	debugfs_remove_recursive(link->dbg_dir);
-	kfree(link);
+	i = ARRAY_SIZE(fp_link_roles);
+err_free:
+	/* The roles before @i were probed. */
+	fp_link_free(link, i);
 	return ret;
 }
 
@@ -393,27 +427,12 @@ static void fp_ntb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 {
 	struct fp_link *link = ntb->ctx;
 
-	/*
-	 * The borrower side first: instances, types and announced devices of this link go away, the
-	 * wait for the instances' VFIO users without fp_lock.
-	 */
-	mutex_lock(&fp_lock);
-	list_del(&link->node);
-	link->dying = true;
-	mutex_unlock(&fp_lock);
-	fp_link_types_teardown(link);
-	cancel_work_sync(&link->rereg_work);
-	/* No instance is left to hold a DMA window: only quarantined ranges remain. */
-	fp_dmawin_link_down(link);
-	/* The lender side: the agent's mappings of our windows go before the NTB driver unmaps them. */
-	fp_win_link_teardown(link);
-	/* The peer loses the lent BARs before the link goes. */
-	fp_lend_link_teardown(link);
-
+	/* The agent's mappings of our windows and the lent BARs go before the NTB driver unmaps them. */
+	fp_link_detach(link);
 	ntb_link_disable(ntb);
 	fp_link_quiesce(link);
 	fp_count(FP_C_LINKS, -1);
-	fp_link_free(link);
+	fp_link_free(link, ARRAY_SIZE(fp_link_roles));
 }
 
 static struct ntb_client fp_ntb_client = {

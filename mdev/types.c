@@ -42,9 +42,10 @@ static void fp_rereg_work(struct work_struct *work)
 	mutex_unlock(&fp_lock);
 }
 
-void fp_link_types_init(struct fp_link *link)
+static int fp_link_types_probe(struct fp_link *link)
 {
 	INIT_WORK(&link->rereg_work, fp_rereg_work);
+	return 0;
 }
 
 /* Under fp_lock, or without it once the link is dying (fp_link_types_teardown()). */
@@ -146,7 +147,11 @@ out_clear_busy:
 	return ret;
 }
 
-void fp_link_types_teardown(struct fp_link *link)
+/*
+ * NTB remove of a link already dying and off fp_links: unregister the parent (removing instances,
+ * which waits for their VFIO users) and free the link's devices. Caller does not hold fp_lock.
+ */
+static void fp_link_types_teardown(struct fp_link *link)
 {
 	struct fp_rdev *rdev, *tmp;
 
@@ -167,7 +172,15 @@ void fp_link_types_teardown(struct fp_link *link)
 		if (rdev->link == link)
 			fp_rdev_free(rdev);
 	mutex_unlock(&fp_lock);
+	cancel_work_sync(&link->rereg_work);
 }
+
+const struct fp_link_role_ops fp_types_role = {
+	.probe = fp_link_types_probe,
+	/* The mdev parent exists from the start, with no type until the agent announces devices. */
+	.listed = fp_link_sync_types,
+	.detach = fp_link_types_teardown,
+};
 
 int fp_device_announce(const struct farpass_announce *desc, u32 *flags)
 {

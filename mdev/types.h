@@ -11,17 +11,11 @@ struct farpass_announce;
 int fp_mdev_init(void);
 void fp_mdev_exit(void);
 
-void fp_link_types_init(struct fp_link *link);
 /*
  * Re-register @link's mdev parent with its current devices; -EBUSY (and pending) while instances
  * exist. Caller holds fp_lock.
  */
 int fp_link_sync_types(struct fp_link *link);
-/*
- * NTB remove of a link already dying and off fp_links: unregister the parent (removing instances,
- * which waits for their VFIO users) and free the link's devices. Caller does not hold fp_lock.
- */
-void fp_link_types_teardown(struct fp_link *link);
 
 /* Validated by the caller; *flags gets FARPASS_ANNOUNCE_F_*. */
 int fp_device_announce(const struct farpass_announce *desc, u32 *flags);

@@ -207,7 +207,7 @@ err_unlock:
 }
 
 /* The link is going away (link->dying set under fp_lock before): no mapping of it may stay. */
-void fp_win_link_teardown(struct fp_link *link)
+static void fp_win_link_teardown(struct fp_link *link)
 {
 	struct fp_win_map *map, *next;
 	LIST_HEAD(dead);
@@ -233,3 +233,7 @@ void fp_win_link_teardown(struct fp_link *link)
 		mutex_unlock(&fp_win_lock);
 	}
 }
+
+const struct fp_link_role_ops fp_win_role = {
+	.detach = fp_win_link_teardown,
+};

@@ -16,6 +16,7 @@
 #include "compat.h"
 #include "counters.h"
 #include "fp.h"
+#include "link.h"
 #include "xwin.h"
 
 static_assert(FP_C_XWIN_BAR_BYTES + FARPASS_MW_DMA == FP_C_XWIN_DMA_BYTES);
@@ -91,7 +92,7 @@ static int fp_xwin_reserve(struct fp_link *link, int mw)
  * from our outbound window, the peer's twin (xwin.h). Done at every link up: an NTB may forget its
  * translations while the link is down, and setting the same one again is harmless.
  */
-void fp_xwin_link_up(struct fp_link *link)
+static void fp_xwin_link_up(struct fp_link *link)
 {
 	resource_size_t addr_align, size_align, size_max;
 	int mw, ret;
@@ -133,19 +134,23 @@ static void fp_xwin_release(struct fp_link *link, int mw)
 	xw->size = 0;
 }
 
-void fp_xwin_setup(struct fp_link *link)
+/*
+ * Probe, before the peer can see the link: reserve both ranges, or leave the link without data path
+ * (logged: the control path and the rest of farpass still work, so this never fails the probe).
+ */
+static int fp_xwin_setup(struct fp_link *link)
 {
 	struct iommu_domain *domain = iommu_get_domain_for_dev(fp_xwin_dev(link));
 	int mw, ret;
 
 	if (!domain || !(domain->type & __IOMMU_DOMAIN_DMA_API)) {
 		dev_info(&link->ntb->dev, "no IOMMU DMA domain: no data path on this link\n");
-		return;
+		return 0;
 	}
 	if (ntb_mw_count(link->ntb, 0) < FP_XWIN_NR || ntb_peer_mw_count(link->ntb) < FP_XWIN_NR) {
 		dev_info(&link->ntb->dev, "fewer than %d memory windows: no data path on this link\n",
 			 FP_XWIN_NR);
-		return;
+		return 0;
 	}
 	link->xwin_domain = domain;
 	for (mw = 0; mw < FP_XWIN_NR; mw++) {
@@ -156,16 +161,17 @@ void fp_xwin_setup(struct fp_link *link)
 			goto out_release;
 		}
 	}
-	return;
+	return 0;
 
 out_release:
-	/* The control path and the rest of farpass still work. */
 	while (mw--)
 		fp_xwin_release(link, mw);
 	link->xwin_domain = NULL;
+	return 0;
 }
 
-void fp_xwin_teardown(struct fp_link *link)
+/* Inbound translations off, every mapping gone (IOTLB flushed), ranges released. */
+static void fp_xwin_teardown(struct fp_link *link)
 {
 	int mw;
 
@@ -175,6 +181,12 @@ void fp_xwin_teardown(struct fp_link *link)
 		fp_xwin_release(link, mw);
 	link->xwin_domain = NULL;
 }
+
+const struct fp_link_role_ops fp_xwin_role = {
+	.probe = fp_xwin_setup,
+	.link_up = fp_xwin_link_up,
+	.free = fp_xwin_teardown,
+};
 
 bool fp_xwin_ready(struct fp_link *link)
 {

@@ -47,12 +47,6 @@ struct fp_xwin {
 	atomic64_t mapped;	/* bytes mapped by fp_xwin_map() now (the counters' gauge) */
 };
 
-/* Probe: reserve both ranges, or leave the link without data path (logged). */
-void fp_xwin_setup(struct fp_link *link);
-/* Link up (link->ctrl_lock): set both inbound translations. */
-void fp_xwin_link_up(struct fp_link *link);
-/* Remove: inbound translations off, every mapping gone (IOTLB flushed), ranges released. */
-void fp_xwin_teardown(struct fp_link *link);
 bool fp_xwin_ready(struct fp_link *link);
 /* Some link has a data path now (VERSION's FARPASS_FEAT_DATA_PATH). Takes fp_lock. */
 bool fp_xwin_any_ready(void);
@@ -72,7 +66,5 @@ int fp_xwin_peer(struct fp_link *link, int mw, phys_addr_t *base, u64 *size);
 
 /* lend.c: FARPASS_IOCTL_BAR_MAP (validated argsz/flags/pad by the chardev). */
 int fp_lend_bar_map(const struct farpass_bar_map *m);
-/* Remove: the link's BAR mappings go (before fp_xwin_teardown). */
-void fp_lend_link_teardown(struct fp_link *link);
 
 #endif /* FARPASS_XWIN_H */

@@ -1,7 +1,8 @@
 #!/bin/bash
 # libvirt-hooks/qemu.d/farpass on a fake sysfs (FARPASS_SYSFS) with the real farpassctl's mdev-uuid and
 # the agent's answers (status, list) from files: which mdevs it creates for a domain's XML, what it
-# removes at release, and the one-line errors libvirt would show (borrowed elsewhere, lender down,
+# removes at release (an instance already gone: nothing said; a removal that fails: said, the release still
+# succeeds), and the one-line errors libvirt would show (borrowed elsewhere, lender down,
 # agent down; a farpassctl or mdevctl that never answers, ended at the hook's bound even when deaf to
 # SIGTERM). The XML is read as XML: mdev hostdevs in comments, CDATA or metadata and a pci hostdev with
 # look-alike attributes are no devices, any attribute order, quoting and spacing is; XML that is not
@@ -89,6 +90,16 @@ hook release end "$UUID" >/dev/null
 expect_eq "release end removes it through sysfs" "$(cat "$t/sys/bus/mdev/devices/$UUID/remove" 2>/dev/null)" 1
 expect_eq "... and forgets it" "$(ls "$t/state")" ""
 rm -rf "$t/sys/bus/mdev/devices/$UUID"
+hook prepare begin "$UUID" >/dev/null
+out=$(hook release end "$UUID") && rc=0 || rc=$?
+expect_eq "an instance of the hook's gone before release: release says nothing" "$rc:$out" "0:"
+expect_eq "... and forgets it" "$(ls "$t/state")" ""
+hook prepare begin "$UUID" >/dev/null
+mkdir -p "$t/sys/bus/mdev/devices/$UUID/remove" # a remove that cannot be written
+out=$(hook release end "$UUID") && rc=0 || rc=$?
+expect_eq "a removal that fails is said, the release still succeeds" "$rc:$out" \
+	"0:farpass: domain g: removing remote device mdev $UUID failed"
+rm -rf "$t/sys/bus/mdev/devices/$UUID" "$t/state/$UUID"
 
 echo "# an instance that exists already is left alone, and is not removed at release"
 mkdir -p "$t/sys/bus/mdev/devices/$UUID"
