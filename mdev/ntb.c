@@ -53,21 +53,17 @@ static const struct fp_link_role_ops *const fp_link_roles[] = {
 #define fp_for_each_role(i)		for ((i) = 0; (i) < ARRAY_SIZE(fp_link_roles); (i)++)
 #define fp_for_each_role_reverse(i)	for ((i) = ARRAY_SIZE(fp_link_roles); (i)-- > 0;)
 
-/* Every role's @hook that is set, with the arguments given: as a link comes, or (_reverse) as it goes. */
-#define fp_roles_call(hook, ...)						\
+/* Every role's @hook that is set, with the arguments given, in the order of @for_each. */
+#define fp_roles_call_in(for_each, hook, ...)					\
 	do {									\
 		unsigned int r_;						\
-		fp_for_each_role(r_)						\
+		for_each(r_)							\
 			if (fp_link_roles[r_]->hook)				\
 				fp_link_roles[r_]->hook(__VA_ARGS__);		\
 	} while (0)
-#define fp_roles_call_reverse(hook, ...)					\
-	do {									\
-		unsigned int r_;						\
-		fp_for_each_role_reverse(r_)					\
-			if (fp_link_roles[r_]->hook)				\
-				fp_link_roles[r_]->hook(__VA_ARGS__);		\
-	} while (0)
+/* As a link comes, and as it goes. */
+#define fp_roles_call(hook, ...)	 fp_roles_call_in(fp_for_each_role, hook, __VA_ARGS__)
+#define fp_roles_call_reverse(hook, ...) fp_roles_call_in(fp_for_each_role_reverse, hook, __VA_ARGS__)
 
 struct fp_link *fp_link_find(const char *name)
 {
