@@ -316,7 +316,6 @@ static void fp_link_quiesce(struct fp_link *link)
  */
 static void fp_link_detach(struct fp_link *link)
 {
-
 	mutex_lock(&fp_lock);
 	list_del(&link->node);
 	link->dying = true;
