@@ -44,8 +44,8 @@ check-libvirt: build
 check-e2e: build
 	tests/run-suites.sh e2e
 
-# Faults while an L2 guest runs fio with verify on the remote NVMe: its borrower host killed, hot-plug
-# churn; every block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
+# Faults while an L2 guest runs fio with verify on the remote NVMe: its borrower host killed, the lender's
+# device reset, hot-plug churn; every block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
 check-reliability: build
 	tests/run-suites.sh reliability
 

@@ -145,7 +145,8 @@ e2e_fio_script() {
 
 # e2e_l2_start VM MEM SCRIPT QEMU-ARGS...: boot an L2 guest with MEM of RAM and the given devices in VM
 # (in the background), to run SCRIPT (text) and power off. A guest reboot ends QEMU (-no-reboot) unless
-# E2E_L2_REBOOT=1: then the guest boots again and runs SCRIPT again. Its console goes to $E2E_L2_LOG (on L0, in
+# E2E_L2_REBOOT=1: then the guest boots again and runs SCRIPT again. E2E_L2_APPEND adds to the guest
+# kernel's command line. Its console goes to $E2E_L2_LOG (on L0, in
 # VM's directory; QEMU's own messages to l2-qemu.log there), written by QEMU as it comes. Its second
 # serial port is a FIFO pair in the L1 (/tmp/l2ctl.in/.out): a guest script that pauses
 # (E2E_GUEST_PAUSE) reads it, e2e_l2_continue writes it. Its QMP socket is /tmp/l2qmp.sock (e2e_qmp).
@@ -166,7 +167,8 @@ e2e_l2_start() {
 		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M q35 -accel tcg -m "$mem" -nodefaults \
 			-display none "${noreboot[@]}" -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
 			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl -qmp unix:/tmp/l2qmp.sock,server=on,wait=off \
-			-kernel "$FARPASS_L2_KERNEL" -initrd "$E2E_L2_INITRD" -append 'console=ttyS0 quiet panic=-1' \
+			-kernel "$FARPASS_L2_KERNEL" -initrd "$E2E_L2_INITRD" \
+			-append "console=ttyS0 quiet panic=-1${E2E_L2_APPEND:+ $E2E_L2_APPEND}" \
 			-fw_cfg "name=opt/farpass/script,file=$dir/l2-script-$E2E_L2_SEQ" "$@"
 		echo "</dev/null >$dir/l2-qemu.log 2>&1"
 		echo "echo \$? >$dir/l2.rc"
