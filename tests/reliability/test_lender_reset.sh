@@ -9,10 +9,9 @@
 #  (b) the reset reached the controller: the lender's sysfs reset succeeded and the controller then read
 #      disabled (CSTS.RDY 0) through its BAR on the lender;
 #  (c) the guest saw an error and recovered by itself: its nvme driver logged a command timeout and brought
-#      the controller up again after its probe (a reset of its own); once
-#      fio's progress grew again (the time from the reset is printed), the controller read enabled again
-#      (CSTS.RDY 1) on the lender, which only the guest's driver does; fio's progress reached the
-#      whole region; then the guest read the whole region back (fio verify-only, direct I/O: each 4 KiB
+#      the controller up again after its probe (a reset of its own); once fio's progress grew again (the
+#      time from the reset is printed), the controller read enabled again (CSTS.RDY 1) on the lender,
+#      which only the guest's driver does; fio's progress reached the whole region; then the guest read the whole region back (fio verify-only, direct I/O: each 4 KiB
 #      block holds the pattern of its tag and offset), so no acknowledged write was lost and no read
 #      returned stale data;
 #  (d) on L0 the lender's backing file holds the region's pattern, and the canary written before the guest
