@@ -16,6 +16,7 @@ setup:
 build: setup
 	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD)
 	meson compile -C $(BUILD)
+	. vm-images/env.sh && meson compile -C $(BUILD) "mdev/farpass-$$FARPASS_KERNEL.ko" "tests/kernel/fp_probe_fault-$$FARPASS_KERNEL.ko"
 
 check: build
 	tests/run-suites.sh unit rig kernel agent libvirt e2e

@@ -1,10 +1,10 @@
 # shellcheck shell=bash
 # Helpers for the check-kernel rig tests (sourced after tests/rig/rig.sh and ntb-lib.sh).
 # FARPASS_BUILD: the meson build directory with farpass.ko and farpass-client (default <repo>/build);
-# the L1s see it at the same path (they run on L0's root).
+# the L1s see it at the same path (they run on L0's root). The module is the one built for the L1 kernel.
 
 FARPASS_BUILD=${FARPASS_BUILD:-$FARPASS_TOP/build}
-FP_KO=$FARPASS_BUILD/mdev/farpass.ko
+FP_KO=$FARPASS_BUILD/mdev/farpass-$FARPASS_KERNEL.ko
 FP_CLIENT=$FARPASS_BUILD/tests/kernel/farpass-client
 FP_DBG=/sys/kernel/debug/farpass
 

@@ -83,10 +83,14 @@ _rig_check_setup() {
 	local f
 	for f in "${FARPASS_VMLINUX:-}" "${FARPASS_L1_INITRD:-}" "${FARPASS_KO_DIR:-}/ntb.ko"; do
 		if [ -z "$f" ] || [ ! -e "$f" ]; then
-			rig_die "rig not set up (missing ${f:-rig.env}): run vm-images/setup.sh rig"
+			rig_die "rig not set up for kernel $FARPASS_KERNEL (missing ${f:-rig.env}): run FARPASS_KERNEL=$FARPASS_KERNEL vm-images/setup.sh rig"
 			return 1
 		fi
 	done
+	case ${KVER:-} in
+	"$FARPASS_KERNEL".*) ;;
+	*) rig_die "FARPASS_KERNEL=$FARPASS_KERNEL but the set-up's L1 kernel is ${KVER:-none}" || return 1 ;;
+	esac
 	[ -x "$RIG_LAN_HUB" ] || rig_die "LAN hub not built (missing $RIG_LAN_HUB): run make build"
 }
 
@@ -263,7 +267,7 @@ _rig_wait_ready_all() {
 			if [ -e "$dir/ready" ]; then
 				local secs
 				secs=$(_rig_elapsed "${RIG_T0[$vm]}")
-				rig_log "$vm ready: boot ${secs}s (guest $(cat "$dir/ready"))"
+				rig_log "$vm ready: boot ${secs}s (guest $(cat "$dir/ready"), kernel $KVER)"
 				printf '%s %s\n' "$vm" "$secs" >>"$RIGDIR/boot-times.txt"
 			elif ! rig_vm_alive "$vm"; then
 				rig_log "$vm: QEMU exited during boot"
