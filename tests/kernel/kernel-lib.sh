@@ -18,11 +18,14 @@ fp_check_built() {
 	[ -z "$f" ] || { echo "$FP_KO is older than $f: run make build" >&2; return 1; }
 }
 
-# fp_load VM: VFIO (with vfio_virqfd, which farpass.ko links against) and mdev (Debian's, via
-# modprobe), the NTB core and ntb_hw_epf, then farpass.ko.
+# fp_load VM: VFIO's type1 IOMMU and the Debian modules farpass.ko links against (modprobe), the NTB
+# core and ntb_hw_epf (ours), then farpass.ko. Those it links against are its modinfo's: vfio and mdev,
+# and vfio_virqfd on 6.1 (a part of vfio.ko since 6.2).
 fp_load() {
+	local deps
+	deps=$(modinfo -F depends "$FP_KO" | tr , '\n' | grep -vx ntb | paste -sd ' ')
 	rig_run "$1" -- "set -e
-modprobe -a vfio vfio_iommu_type1 vfio_virqfd mdev
+modprobe -a vfio_iommu_type1 $deps
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 cd $(rig_modules_dir)
 lsmod | grep -q '^ntb_hw_epf ' || { insmod ntb.ko; insmod ntb_hw_epf.ko; }
