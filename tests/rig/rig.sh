@@ -83,7 +83,7 @@ _rig_check_setup() {
 	local f
 	for f in "${FARPASS_VMLINUX:-}" "${FARPASS_L1_INITRD:-}" "${FARPASS_KO_DIR:-}/ntb.ko"; do
 		if [ -z "$f" ] || [ ! -e "$f" ]; then
-			rig_die "rig not set up for kernel $FARPASS_KERNEL (missing ${f:-rig.env}): run FARPASS_KERNEL=$FARPASS_KERNEL vm-images/setup.sh rig"
+			rig_die "rig not set up for kernel $FARPASS_KERNEL (missing ${f:-$FARPASS_RIG_ENV or $(rig_kernel_env "$FARPASS_KERNEL")}): run FARPASS_KERNEL=$FARPASS_KERNEL vm-images/setup.sh rig"
 			return 1
 		fi
 	done
@@ -267,8 +267,13 @@ _rig_wait_ready_all() {
 			if [ -e "$dir/ready" ]; then
 				local secs
 				secs=$(_rig_elapsed "${RIG_T0[$vm]}")
-				rig_log "$vm ready: boot ${secs}s (guest $(cat "$dir/ready"), kernel $KVER)"
+				rig_log "$vm ready: boot ${secs}s (guest $(cat "$dir/ready"))"
 				printf '%s %s\n' "$vm" "$secs" >>"$RIGDIR/boot-times.txt"
+				# Every test runs on the kernel FARPASS_KERNEL selected, or fails saying so.
+				if ! grep -qwF "kernel=$KVER" "$dir/ready"; then
+					rig_log "$vm booted $(sed -n 's/.*kernel=//p' "$dir/ready"), not $KVER (FARPASS_KERNEL=$FARPASS_KERNEL)"
+					rc=1
+				fi
 			elif ! rig_vm_alive "$vm"; then
 				rig_log "$vm: QEMU exited during boot"
 				_rig_show_logs "$vm"
