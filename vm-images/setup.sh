@@ -388,7 +388,7 @@ step_modules() {
 # differ between kernels: 6.12 has no fscache.ko) come from the image's modules.dep.
 L1_INITRD_MODULES=(virtio_pci 9pnet_virtio 9p overlay virtio_net)
 
-# The .ko files (paths under the image's module directory), each once, dependencies first.
+# The .ko files (their paths in the image), each once, dependencies first.
 l1_initrd_modules() {
 	local deps
 	deps=$(modprobe -d "$FARPASS_KIMG" -S "$KVER" --show-depends -a "${L1_INITRD_MODULES[@]}") ||
