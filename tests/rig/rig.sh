@@ -24,6 +24,7 @@
 #   RIG_BORROWER1_EXTRA, RIG_BORROWER2_EXTRA: the same for one borrower (e.g. a local NVMe of its own)
 #   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
 #   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
+#   RIG_TCG_THREAD   the L1s' TCG threading, single (default) or multi (unsafe: see _rig_prepare_vm)
 
 RIG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$RIG_LIB/../../vm-images/env.sh"
@@ -34,6 +35,7 @@ RIG_LAN_HUB=$FARPASS_TOP/build/tests/rig/lan-hub
 RIG_NTB_DEVICE=${RIG_NTB_DEVICE:-ntb-epf}
 RIG_BOOT_TIMEOUT=${RIG_BOOT_TIMEOUT:-240}
 RIG_RUN_TIMEOUT=${RIG_RUN_TIMEOUT:-600}
+RIG_TCG_THREAD=${RIG_TCG_THREAD:-single}
 RIG_VMS=()
 declare -gA RIG_PID=()
 declare -gA RIG_T0=()
@@ -167,19 +169,19 @@ _rig_prepare_vm() {
 	dir=$(rig_vm_dir "$vm")
 	mkdir -p "$dir"
 	# cryptomgr.notests: no crypto self-tests at boot (under TCG one hung a borrower's boot for 4 min).
-	# tsc=unstable: what 6.1 finds at once here (TSCs unsynchronized). 6.12 did not: its sched_clock went
-	# stable, its watchdog then marked the TSC unstable and the static key flip's code patch hit a stale
-	# int3 on the other vCPU under TCG (Oops: int3 in sched_clock_idle_wakeup_event, a panic at boot).
-	append="console=ttyS0 quiet panic=-1 no_timer_check tsc=unstable intel_iommu=on cryptomgr.notests rig.vm=$vm rig.out=$dir"
+	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on cryptomgr.notests rig.vm=$vm rig.out=$dir"
 	append+=" rig.server=$RIG_LIB/rig-server.sh rig.kmods=$FARPASS_KMODS rig.ip=$(rig_vm_ip "$vm")/24"
 	append+=" rig.l0binds=$FARPASS_TOP,$FARPASS_CACHE rig.root=$RIG_L1_ROOT"
 	append+=" ${RIG_APPEND:-}"
 	# maxmem reserves hotplug space after RAM, so the firmware puts the 64-bit PCI window above 64 GiB: a
 	# device lent from here must not have a BAR at an address a borrowing guest uses as RAM (QEMU's NVMe
 	# refuses DMA to an address inside its own BAR0, whatever the IOMMU translates it to).
+	# thread=single: one thread runs both vCPUs in turn. QEMU 7.2's multi-threaded TCG can translate a
+	# block while another vCPU patches its code and keep the stale block (fixed in QEMU 8.1): the L1
+	# kernels' run-time code patching then ends in "Oops: int3" (docs/rig.md, test_code_patching.sh).
 	# shellcheck disable=SC2206
 	a=("$RIG_QEMU" $FARPASS_QEMU_FW
-		-name "rig-$vm" -M q35,kernel-irqchip=split -accel tcg,thread=multi -cpu max -smp 2
+		-name "rig-$vm" -M q35,kernel-irqchip=split -accel "tcg,thread=$RIG_TCG_THREAD" -cpu max -smp 2
 		-m "$mem,slots=1,maxmem=64G"
 		-nodefaults -display none -no-reboot
 		# DMA translation mode (no iommu=pt): every device's DMA goes through its IOMMU domain.
