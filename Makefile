@@ -4,7 +4,8 @@ SHELL := /bin/bash
 export FARPASS_CACHE ?= /var/cache/farpass
 BUILD := build
 
-.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent check-libvirt check-e2e bench deb clean
+.PHONY: all setup build demo check check-unit check-rig check-kernel check-agent check-libvirt check-e2e \
+	check-reliability soak bench deb clean
 
 all: build
 
@@ -19,7 +20,7 @@ build: setup
 	. vm-images/env.sh && meson compile -C $(BUILD) "mdev/farpass-$$FARPASS_KERNEL.ko" "tests/kernel/fp_probe_fault-$$FARPASS_KERNEL.ko"
 
 check: build
-	tests/run-suites.sh unit rig kernel agent libvirt e2e
+	tests/run-suites.sh unit rig kernel agent libvirt e2e reliability
 
 check-unit: build
 	tests/run-suites.sh unit
@@ -44,6 +45,15 @@ check-libvirt: build
 # in the device's backing file on L0 (tests/e2e/).
 check-e2e: build
 	tests/run-suites.sh e2e
+
+# Faults while an L2 guest runs fio with verify on the remote NVMe: its borrower host killed, hot-plug
+# churn; every block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
+check-reliability: build
+	tests/run-suites.sh reliability
+
+# The long variants: check-reliability with 100 hot-plug cycles.
+soak: build
+	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability
 
 bench: build
 	bash tests/bench/run.sh

@@ -53,6 +53,18 @@ static const struct fp_link_role_ops *const fp_link_roles[] = {
 #define fp_for_each_role(i)		for ((i) = 0; (i) < ARRAY_SIZE(fp_link_roles); (i)++)
 #define fp_for_each_role_reverse(i)	for ((i) = ARRAY_SIZE(fp_link_roles); (i)-- > 0;)
 
+/* Every role's @hook that is set, with the arguments given, in the order of @for_each. */
+#define fp_roles_call_in(for_each, hook, ...)					\
+	do {									\
+		unsigned int r_;						\
+		for_each(r_)							\
+			if (fp_link_roles[r_]->hook)				\
+				fp_link_roles[r_]->hook(__VA_ARGS__);		\
+	} while (0)
+/* As a link comes, and as it goes. */
+#define fp_roles_call(hook, ...)	 fp_roles_call_in(fp_for_each_role, hook, __VA_ARGS__)
+#define fp_roles_call_reverse(hook, ...) fp_roles_call_in(fp_for_each_role_reverse, hook, __VA_ARGS__)
+
 struct fp_link *fp_link_find(const char *name)
 {
 	struct fp_link *link;
@@ -155,7 +167,6 @@ static void fp_link_work(struct work_struct *work)
 {
 	struct fp_link *link = container_of(work, struct fp_link, link_work);
 	bool up = ntb_link_is_up(link->ntb, NULL, NULL) == 1;
-	unsigned int i;
 
 	mutex_lock(&link->ctrl_lock);
 	if (up == link->up)
@@ -171,9 +182,7 @@ static void fp_link_work(struct work_struct *work)
 		link->peer_seen = false;
 		link->hello_tries = 0;
 		/* The peer reaches our windows from its first HELLO on. */
-		fp_for_each_role(i)
-			if (fp_link_roles[i]->link_up)
-				fp_link_roles[i]->link_up(link);
+		fp_roles_call(link_up, link);
 		schedule_delayed_work(&link->hello_work, 0);
 	} else {
 		fp_count(FP_C_LINK_DOWN_EVENTS, 1);
@@ -182,9 +191,7 @@ static void fp_link_work(struct work_struct *work)
 		link->hs_state = FP_HS_DOWN;
 		link->hs_err = -ENOLINK;
 		cancel_delayed_work(&link->hello_work);
-		fp_for_each_role_reverse(i)
-			if (fp_link_roles[i]->link_down)
-				fp_link_roles[i]->link_down(link);
+		fp_roles_call_reverse(link_down, link);
 	}
 out_unlock:
 	mutex_unlock(&link->ctrl_lock);
@@ -194,7 +201,6 @@ static void fp_ctrl_recv(struct fp_link *link)
 {
 	struct ntb_dev *ntb = link->ntb;
 	u32 cmdw, hello, arg0, version, roles;
-	unsigned int i;
 	int ret;
 
 	lockdep_assert_held(&link->ctrl_lock);
@@ -223,9 +229,7 @@ static void fp_ctrl_recv(struct fp_link *link)
 	link->peer_seen = true;
 	switch (fp_cmd_of(cmdw)) {
 	case FP_CMD_HELLO:
-		fp_for_each_role(i)
-			if (fp_link_roles[i]->peer_hello)
-				fp_link_roles[i]->peer_hello(link);
+		fp_roles_call(peer_hello, link);
 		ret = fp_ctrl_send(link, FP_CMD_HELLO_ACK, fp_seq_of(cmdw), 0);
 		if (ret < 0)
 			dev_dbg(&ntb->dev, "HELLO_ACK not sent: %pe (the peer retries)\n", ERR_PTR(ret));
@@ -266,12 +270,9 @@ static void fp_db_event(void *ctx, int vector)
 {
 	struct fp_link *link = ctx;
 	u64 bits = ntb_db_read(link->ntb);
-	unsigned int i;
 
 	fp_count(FP_C_DB_EVENTS, 1);
-	fp_for_each_role(i)
-		if (fp_link_roles[i]->doorbell)
-			fp_link_roles[i]->doorbell(link, bits);
+	fp_roles_call(doorbell, link, bits);
 	/* A spurious doorbell also polls the control mailbox: a message may have raced a clear. */
 	if (bits & BIT_ULL(FP_DB_CTRL) || !(bits & BIT_ULL(FP_DB_IRQ)))
 		schedule_work(&link->db_work);
@@ -315,15 +316,11 @@ static void fp_link_quiesce(struct fp_link *link)
  */
 static void fp_link_detach(struct fp_link *link)
 {
-	unsigned int i;
-
 	mutex_lock(&fp_lock);
 	list_del(&link->node);
 	link->dying = true;
 	mutex_unlock(&fp_lock);
-	fp_for_each_role_reverse(i)
-		if (fp_link_roles[i]->detach)
-			fp_link_roles[i]->detach(link);
+	fp_roles_call_reverse(detach, link);
 }
 
 /*

@@ -148,8 +148,9 @@ out_clear_busy:
 }
 
 /*
- * NTB remove of a link already dying and off fp_links: unregister the parent (removing instances,
- * which waits for their VFIO users) and free the link's devices. Caller does not hold fp_lock.
+ * Detach (an NTB remove, or a probe that failed once listed) of a link already dying and off fp_links:
+ * unregister the parent (removing instances, which waits for their VFIO users) and free the link's
+ * devices. Caller does not hold fp_lock.
  */
 static void fp_link_types_teardown(struct fp_link *link)
 {

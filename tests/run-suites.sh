@@ -5,6 +5,9 @@
 # not ours (tests/rig/l1-hang.sh: l1_hang_verdict) runs once more; the first attempt's logs stay in
 # rig-out/<test>.hang. A test that passes only on its rerun is FLAKY: the summary lists it, and more than
 # one FLAKY test fails the run.
+# A test may leave a row for its suite's summary table in rig-out/<test>/summary.row (a header line and a
+# value line, tab-separated: tests/reliability/rel-lib.sh); the suite ends with the table of the rows its
+# tests left in this run, each with the test's result.
 # usage: tests/run-suites.sh SUITE...
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +29,22 @@ rig_hang_verdicts() {
 		esac
 	done
 	((hang && !ours))
+}
+
+# suite_table RESULT...: "NAME PASS|FAIL" of a suite's tests: the table of their summary rows, if any.
+suite_table() {
+	local r name row header=
+	for r in "$@"; do
+		name=${r% *}
+		row=$top/rig-out/$(basename "$name")/summary.row
+		[ -e "$row" ] || continue
+		if [ -z "$header" ]; then
+			header=$(head -n1 "$row")
+			echo "=== summary"
+			printf '| test | %s |\n' "${header//$'\t'/ | }"
+		fi
+		printf '| %s %s | %s |\n' "$name" "${r##* }" "$(tail -n1 "$row" | sed 's/\t/ | /g')"
+	done
 }
 
 run_test() {
@@ -57,8 +76,10 @@ run_test() {
 	fi
 	if [ $rc -eq 0 ]; then
 		passed=$((passed + 1))
+		results+=("$name PASS")
 		echo "PASS $name ($((SECONDS - t0)) s$note)"
 	else
+		results+=("$name FAIL")
 		failed=$((failed + 1))
 		failures+=("$name")
 		echo "FAIL $name ($((SECONDS - t0)) s, rc=$rc$note)"
@@ -81,9 +102,11 @@ for suite in "$@"; do
 		failed=$((failed + 1)) && failures+=("$suite")
 		echo "FAIL $suite: no such suite (no tests/$suite/test_*.sh)"
 	fi
+	results=()
 	for t in "${tests[@]}"; do
 		[ -e "$t" ] && run_test "$suite/$(basename "$t" .sh)" bash "$t"
 	done
+	suite_table "${results[@]}"
 	echo "=== suite $suite: $((SECONDS - s0)) s"
 done
 

@@ -156,30 +156,36 @@ ag_type_of() {
 grep -ls ' ($2)\$' */name | cut -d/ -f1" || true
 }
 
-# ag_remote_mdev VM UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and VM, both
-# agents (the lender's lends $AG_LENT and $AG_LENT_ALSO to VM), their mdev types awaited on VM's NTB and
-# instance UUID of $AG_LENT's created. The fragments add agent config keys ('"lease_ms": 6000'). AG_TYPE:
-# the type's name.
+# ag_remote_mdev "VM..." UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and each
+# borrower VM (borrowerN reaches the lender over link N), both agents (the lender's lends $AG_LENT and
+# $AG_LENT_ALSO to each VM), their mdev types awaited on each VM's NTB and instance UUID of $AG_LENT's
+# created there (the same UUID on every borrower, as farpassctl mdev-uuid gives). The fragments add agent
+# config keys ('"lease_ms": 6000'). AG_TYPE: the type's name (the same on every borrower).
 ag_remote_mdev() {
-	local vm=$1 uuid=$2 ntb pci
-	ntb=$(ntb_pci "$vm")
+	local vms=$1 uuid=$2 vm ntb pci peers=
 	ag_pki
 	fp_load lender
-	fp_load "$vm"
-	ag_lender_up ", ${3:+$3, }\"peers\": [$(ag_peer_entry "$vm" "$(ntb_pci lender)")]"
-	ag_config "$vm" ", \"poll_ms\": 1000, ${4:+$4, }\"peers\": [$(ag_peer_entry lender "$ntb")]"
-	expect "$vm: farpass-agent starts" ag_start "$vm"
-	for pci in $AG_LENT_ALSO $AG_LENT; do
-		AG_TYPE=
-		for _ in $(seq 30); do
-			AG_TYPE=$(ag_type_of "$vm" "$pci")
-			[ -n "$AG_TYPE" ] && break
-			sleep 1
-		done
-		expect "$vm: the lender's $pci appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
+	for vm in $vms; do
+		fp_load "$vm"
+		peers+="${peers:+, }$(ag_peer_entry "$vm" "$(ntb_pci lender "${vm#borrower}")")"
 	done
-	expect "$vm: create mdev $uuid" \
-		rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$AG_TYPE/create"
+	ag_lender_up ", ${3:+$3, }\"peers\": [$peers]"
+	for vm in $vms; do
+		ntb=$(ntb_pci "$vm")
+		ag_config "$vm" ", \"poll_ms\": 1000, ${4:+$4, }\"peers\": [$(ag_peer_entry lender "$ntb")]"
+		expect "$vm: farpass-agent starts" ag_start "$vm"
+		for pci in $AG_LENT_ALSO $AG_LENT; do
+			AG_TYPE=
+			for _ in $(seq 30); do
+				AG_TYPE=$(ag_type_of "$vm" "$pci")
+				[ -n "$AG_TYPE" ] && break
+				sleep 1
+			done
+			expect "$vm: the lender's $pci appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
+		done
+		expect "$vm: create mdev $uuid" \
+			rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$AG_TYPE/create"
+	done
 }
 
 # ag_lender_reg32 PCI BAR OFFSET: a 32-bit register of a lender device's memory BAR, read around its
@@ -191,11 +197,17 @@ m = mmap.mmap(f.fileno(), ($3 // 4096 + 1) * 4096)
 print(\"%#x\" % struct.unpack_from(\"<I\", m, $3)[0])'"
 }
 
-# ag_expect_returned VM SECONDS LABEL: VM's agent gave $AG_LENT back within SECONDS; the lender has no
-# borrow, lists it free, keeps it on vfio-pci, with bus master off (and the rig's NVMe reset: CSTS.RDY 0).
+# ag_expect_returned VM SECONDS LABEL: VM's agent gave $AG_LENT back within SECONDS, and the lender has it
+# free again (ag_expect_free).
 ag_expect_returned() {
-	local vm=$1 label=$3 cmd csts
-	expect "$vm: the agent gave it back" ag_wait_log "$vm" "$2" "gave back lender/$AG_LENT"
+	expect "$1: the agent gave it back" ag_wait_log "$1" "$2" "gave back lender/$AG_LENT"
+	ag_expect_free "$3"
+}
+
+# ag_expect_free LABEL: the lender has no borrow, lists $AG_LENT free, keeps it on vfio-pci, with bus
+# master off (and the rig's NVMe reset: CSTS.RDY 0).
+ag_expect_free() {
+	local label=$1 cmd csts
 	expect_eq "$label lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
 	expect_eq "$label lender: list shows it free" \
 		"$(ag_ctl lender --json list | jq -r '.devices[0] | "\(.pci) \(.borrower)"')" "$AG_LENT null"

@@ -27,6 +27,13 @@ B=borrower1
 NTB=$(ntb_pci $B)
 TYPES=/sys/class/mdev_bus/$NTB/mdev_supported_types
 ag_pki
+# (d)'s intruder: a certificate from another CA, which also trusts the cluster's, so it gets as far as
+# showing its own certificate to the lender. Made now, long before its use: a certificate is valid from
+# the second L0 made it, and an L1's clock runs up to ~1.5 s behind L0's (seen: "certificate is not yet
+# valid" when it was used at once).
+"$FARPASS_TOP/tests/make-pki.sh" ca "$RIGDIR/other-ca"
+"$FARPASS_TOP/tests/make-pki.sh" host "$RIGDIR/other-ca" "$RIGDIR/$B/intruder-pki" $B
+cat "$RIGDIR/ca/cacert.pem" >>"$RIGDIR/$B/intruder-pki/cacert.pem"
 fp_load $B
 
 echo "# (a) lend, list, announce"
@@ -111,10 +118,6 @@ expect "... its RETURN's answer (EINPROGRESS) did not make farpass.ko take the i
 expect "$B: remove the instance" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
 
 echo "# (d) a certificate from another CA"
-"$FARPASS_TOP/tests/make-pki.sh" ca "$RIGDIR/other-ca"
-"$FARPASS_TOP/tests/make-pki.sh" host "$RIGDIR/other-ca" "$RIGDIR/$B/intruder-pki" $B
-# It trusts the cluster's CA too, so it gets as far as showing its own certificate to the lender.
-cat "$RIGDIR/ca/cacert.pem" >>"$RIGDIR/$B/intruder-pki/cacert.pem"
 set +e
 out=$(rig_run $B --timeout 60 -- "$FP_PEER --pki $RIGDIR/$B/intruder-pki --host $B --lender lender \
 	--address $(rig_vm_ip lender):$AG_PORT call device.list")

@@ -36,19 +36,23 @@ e2e_borrower_nvme() {
 	RIG_BORROWER1_EXTRA+=" -device nvme,drive=lnvme,serial=borrower-nvme,addr=0x8"
 }
 
-# e2e_fio_jobs TAG [--verify-only [MARK]]: guest script lines running, for each region of E2E_REGIONS,
-# fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's offset) on /dev/nvme0n1
-# ("E2E-FIO bs=BS rc=RC" and fio's summary). --verify-only writes nothing: fio reads each region back
-# and checks it holds that pattern ("MARK bs=BS rc=RC", MARK E2E-FIO-VERIFY unless given). A job that
+# e2e_fio_jobs TAG [--verify-only [MARK] | --mark MARK]: guest script lines running, for each region of
+# E2E_REGIONS, fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's offset) on
+# /dev/nvme0n1 ("MARK bs=BS rc=RC" and fio's summary, MARK E2E-FIO unless given). TAG may be guest shell
+# text ('$t'). --verify-only writes nothing: fio reads each region back and checks it holds that pattern
+# (MARK E2E-FIO-VERIFY unless given). A job that
 # fails adds its MARK and BS to the guest's e2e_failed (e2e_fio_script's last line ends the script with
 # a failure status then). With E2E_FIO_PFNS=1 each job's I/O buffer is a shared mapping of /tmp/fio-buf
 # (fio --mem=mmap:FILE) whose page frames e2e_pfns samples while fio runs ("E2E-PFN bs=BS ..." line).
 e2e_fio_jobs() {
 	local tag=$1 only= mark=E2E-FIO r bs off size mem= run
-	if [ "${2:-}" = --verify-only ]; then
+	case ${2:-} in
+	--verify-only)
 		only=' --verify_only'
 		mark=${3:-E2E-FIO-VERIFY}
-	fi
+		;;
+	--mark) mark=$3 ;;
+	esac
 	[ "${E2E_FIO_PFNS:-}" != 1 ] || mem=' --mem=mmap:/tmp/fio-buf'
 	for r in "${E2E_REGIONS[@]}"; do
 		IFS=: read -r bs off size <<<"$r"
@@ -87,6 +91,19 @@ E2E_GUEST_PFNS='e2e_pfns() {
 	done
 	echo "E2E-PFN bs=$2 samples=$n present=$p below4g=$l min=$(printf %#x ${min:-0}) max=$(printf %#x ${max:-0})"
 }'
+
+# e2e_fio_progress_job TAG REGION: a guest script line running fio sequential write with verify over REGION
+# ("BS:OFFSET:SIZE" on /dev/nvme0n1, pattern 0xTAG%o as e2e_fio_jobs), which prints once a second how
+# much of it had completed ("E2E-DONE-KB N": fio's write kilobytes, terse field 47). With direct psync
+# I/O at queue depth 1 in offset order, the first N KiB of the region were written and acknowledged by
+# the device when the line was printed, whatever happens to the guest afterwards.
+e2e_fio_progress_job() {
+	local tag=$1 bs off size
+	IFS=: read -r bs off size <<<"$2"
+	echo "fio --thread --name=seq$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync --rw=write --bs=$bs \
+--offset=$off --size=$size --verify=pattern --verify_pattern=0x$tag%o --do_verify=1 --verify_fatal=1 \
+--status-interval=1 --output-format=terse | awk -F';' '{ print \"E2E-DONE-KB \" \$47; fflush() }'"
+}
 
 # e2e_fio_script TAG [--pause|--read-back]: the guest script (busybox sh) for e2e_l2_start. It prints the
 # guest's RAM map, the sum of its NVMe interrupt counts ("E2E-IRQS before|after N") and the nvme0n1
@@ -345,12 +362,15 @@ E2E_BORROWER_AGENT_CFG='"call_timeout_ms": 20000'
 E2E_LENDER_AGENT_CFG='"lease_ms": 30000'
 e2e_slow_upcalls() { rig_run "$1" -- "echo 25000 >/sys/module/farpass/parameters/upcall_timeout_ms"; }
 
-# e2e_remote_mdev VM UUID: the remote path up to a guest-ready mdev (agent-lib.sh's ag_remote_mdev, as
-# tests/kernel/test_remote_nvme.sh), with the timeouts above; E2E_DEVICE_ID is the device's announced id
-# (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
+# e2e_remote_mdev "VM..." UUID: the remote path up to a guest-ready mdev on each borrower VM (agent-lib.sh's
+# ag_remote_mdev, as tests/kernel/test_remote_nvme.sh), with the timeouts above; E2E_DEVICE_ID is the
+# device's announced id (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
 e2e_remote_mdev() {
+	local vm
 	ag_remote_mdev "$1" "$2" "$E2E_LENDER_AGENT_CFG" "$E2E_BORROWER_AGENT_CFG"
-	e2e_slow_upcalls "$1"
+	for vm in $1; do
+		e2e_slow_upcalls "$vm"
+	done
 	E2E_DEVICE_ID=${AG_TYPE##*-}
 }
 
@@ -409,6 +429,59 @@ e2e_snapshot() {
 	sed "s/^/$vm /" <<<"$b"
 }
 
+# e2e_resources VM: what the lender and borrower VM hold, one "HOST NAME VALUE" line each: farpass's
+# counters (e2e_snapshot) and the agents' state: the lender's leases and their DMA mappings (what its VFIO
+# container maps in the devices' IOMMU domains: state.json), VM's leases (borrower.json).
+e2e_resources() {
+	local vm=$1 n
+	e2e_snapshot "$vm" || return
+	n=$(rig_run lender -- "jq '[.devices[].lease | objects] | length' /var/lib/farpass/state.json") || return
+	echo "lender agent_leases $n"
+	n=$(rig_run lender -- "jq '[.devices[].lease | objects | .dma[]] | length' /var/lib/farpass/state.json") || return
+	echo "lender agent_dma_mappings $n"
+	n=$(rig_run "$vm" -- "jq '[.. | objects | select(has(\"lease\")) | .lease | objects] | length' \
+/var/lib/farpass/borrower.json") || return
+	echo "$vm agent_leases $n"
+}
+
+# What a host holds, of e2e_resources: pages pinned and DMA windows (placed and quarantined) of the
+# borrower, BAR mappings in the lender's BAR windows, interrupt hooks, upcalls waiting for an answer, mdev
+# instances and their VFIO opens, agent files, links up, the agents' leases and the lender's DMA mappings.
+E2E_RESOURCES='pinned_pages dma_windows dma_quarantined bar_maps irq_hooks upcalls_pending instances vfio_open
+agent_files links_up agent_leases agent_dma_mappings'
+
+# e2e_resources_changed S0 S1 [HOST:NAME...]: for each host of e2e_resources S1, each of E2E_RESOURCES
+# whose value is not S0's, as "HOST NAME OLD -> NEW; " (nothing: all as in S0); a name read on one side
+# only counts as changed; the HOST:NAME pairs given are left out.
+e2e_resources_changed() {
+	local s0=$1 s1=$2 host c v0 v1
+	shift 2
+	for host in $(e2e_hosts "$s1"); do
+		for c in $E2E_RESOURCES; do
+			[[ " $* " != *" $host:$c "* ]] || continue
+			v0=$(e2e_snap "$host" "$s0" "$c")
+			v1=$(e2e_snap "$host" "$s1" "$c")
+			[ "$v0" = "$v1" ] || printf '%s %s %s -> %s; ' "$host" "$c" "${v0:-none}" "${v1:-none}"
+		done
+	done
+}
+
+# e2e_resources_show S: the E2E_RESOURCES of each host of e2e_resources S (those it has), a line per host.
+e2e_resources_show() {
+	local host c v line
+	for host in $(e2e_hosts "$1"); do
+		line=
+		for c in $E2E_RESOURCES; do
+			v=$(e2e_snap "$host" "$1" "$c")
+			[ -z "$v" ] || line+=" $c=$v"
+		done
+		echo "$host:$line"
+	done
+}
+
+# e2e_hosts S: the hosts of a snapshot, in their first line's order.
+e2e_hosts() { awk '!seen[$1]++ { print $1 }' <<<"$1"; }
+
 # e2e_snap HOST SNAPSHOT NAME: one counter of one host from an e2e_snapshot.
 e2e_snap() { awk -v h="$1" -v n="$3" '$1 == h && $2 == n { print $3 }' <<<"$2"; }
 
@@ -465,11 +538,13 @@ e2e_expect_irq_relay() {
 	expect_eq "$b: irq_no_eventfd growth" "$(e2e_snap_delta "$b" "$s0" "$s1" irq_no_eventfd)" 0
 }
 
-# e2e_remote_up VM UUID MEM-MiB: the rig for a guest of the lender's NVMe on VM (borrower1): the DMA window
-# (the NTB's MW2) of 4 GiB covers a guest of up to 3 GiB (2 GiB below 4 GiB, 1 GiB above), VM has MEM-MiB
-# for the guest's RAM pinned there; then e2e_remote_mdev.
+# e2e_remote_up "VM..." UUID MEM-MiB: the rig for guests of the lender's NVMe on each VM (borrower1, or
+# borrower1 and borrower2): the DMA window (the NTB's MW2) of 4 GiB covers a guest of up to 3 GiB (2 GiB
+# below 4 GiB, 1 GiB above), each VM has MEM-MiB for the guest's RAM pinned there; then e2e_remote_mdev.
 e2e_remote_up() {
+	local vms
+	read -ra vms <<<"$1"
 	export RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=4G
-	rig_up --borrowers 1 --borrower-mem "$3"
+	rig_up --borrowers ${#vms[@]} --borrower-mem "$3"
 	e2e_remote_mdev "$1" "$2"
 }
