@@ -66,7 +66,7 @@ demo: build
 deb:
 	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/farpass
 	git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c | tar -x -C $(BUILD)/deb/farpass
-	cd $(BUILD)/deb/farpass && dpkg-buildpackage --build=binary --no-sign
+	cd $(BUILD)/deb/farpass && dpkg-buildpackage --build=binary --no-sign --jobs-try=auto
 	lintian --fail-on error,warning $(BUILD)/deb/*.changes
 
 clean:

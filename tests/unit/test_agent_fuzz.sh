@@ -22,10 +22,15 @@ stamp=$(cat "${inputs[@]}" | sha256sum | cut -c1-16)
 fuzzer=$out/fuzz_agent_dispatch
 if [ "$(cat "$fuzzer.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$fuzzer" ]; then
 	echo "building $fuzzer"
-	nice clang++ -std=c++20 -g -O1 -fno-omit-frame-pointer \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-I"$top/lender-agent" -I"$top/tests/unit" -I"$top/include" \
-		"$top/tests/fuzz/fuzz_agent_dispatch.cpp" "${sources[@]}" -lssl -lcrypto -o "$fuzzer"
+	# One compiler per core: a single clang++ for every source takes twice as long on two cores.
+	rm -rf "$out/obj" && mkdir "$out/obj"
+	printf '%s\0' "$top/tests/fuzz/fuzz_agent_dispatch.cpp" "${sources[@]}" |
+		xargs -0 -P "$(nproc)" -I{} sh -c 'nice clang++ -std=c++20 -g -O1 -fno-omit-frame-pointer \
+			-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+			-I"$1/lender-agent" -I"$1/tests/unit" -I"$1/include" -c "$3" -o "$2/obj/$(basename "$3" .cpp).o"' \
+			_ "$top" "$out" {} ||
+		{ echo "building $fuzzer: a source did not compile" >&2; exit 1; }
+	nice clang++ -fsanitize=fuzzer,address,undefined "$out"/obj/*.o -lssl -lcrypto -o "$fuzzer"
 	echo "$stamp" >"$fuzzer.stamp"
 fi
 
