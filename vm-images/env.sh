@@ -26,6 +26,8 @@ timed() {
 # The L1 hosts' kernel: a Debian 12 kernel series and the package whose dependency names its current ABI.
 declare -gA FARPASS_KERNEL_META=([6.1]=linux-image-amd64 [6.12]=linux-image-6.12-amd64)
 FARPASS_KERNEL_DEFAULT=6.1
+# The other series: set up and built beside the default, for `make check-other-kernel`.
+FARPASS_KERNEL_OTHER=6.12
 export FARPASS_KERNEL=${FARPASS_KERNEL:-$FARPASS_KERNEL_DEFAULT}
 if [ -z "${FARPASS_KERNEL_META[$FARPASS_KERNEL]:-}" ]; then
 	echo "env.sh: FARPASS_KERNEL=$FARPASS_KERNEL is not a rig kernel (${!FARPASS_KERNEL_META[*]})" >&2
