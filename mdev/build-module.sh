@@ -1,19 +1,18 @@
 #!/bin/bash
 # Build a module out of tree for meson: copy its sources (SOURCE_DIR, default mdev/ for farpass.ko, and
-# include/) into a private directory of the build tree, run Kbuild there against the rig kernel's
-# headers, copy the .ko out. Nothing is written into the source tree.
-# usage: build-module.sh OUTPUT.ko PRIVATE_DIR [SOURCE_DIR]
-# Environment: FARPASS_KHEADERS and FARPASS_NTB_SYMVERS (default: from vm-images/env.sh).
+# include/) into a private directory of the build tree, run Kbuild there against the headers of the rig's
+# L1 kernel SERIES (6.1 or 6.12: its paths from vm-images/env.sh, whatever the caller's environment says),
+# copy the .ko out. Nothing is written into the source tree.
+# usage: build-module.sh OUTPUT.ko PRIVATE_DIR SERIES [SOURCE_DIR]
 set -euo pipefail
 out=$(realpath -m "$1") work=$(realpath -m "$2")
 top=$(cd "$(dirname "$0")/.." && pwd)
-src=$(realpath "${3:-$top/mdev}")
-if [ -z "${FARPASS_KHEADERS:-}" ] || [ -z "${FARPASS_NTB_SYMVERS:-}" ]; then
-	. "$top/vm-images/env.sh"
-fi
+FARPASS_KERNEL=$3
+src=$(realpath "${4:-$top/mdev}")
+. "$top/vm-images/env.sh"
 for v in FARPASS_KHEADERS FARPASS_NTB_SYMVERS; do
 	if [ ! -e "${!v:-/nonexistent}" ]; then
-		echo "build-module.sh: $v not set or missing (${!v:-}): run vm-images/setup.sh rig" >&2
+		echo "build-module.sh: $v not set or missing (${!v:-}): run FARPASS_KERNEL=$3 vm-images/setup.sh rig" >&2
 		exit 1
 	fi
 done

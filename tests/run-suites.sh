@@ -8,7 +8,9 @@
 # A test may leave a row for its suite's summary table in rig-out/<test>/summary.row (a header line and a
 # value line, tab-separated: tests/reliability/rel-lib.sh); the suite ends with the table of the rows its
 # tests left in this run, each with the test's result.
-# usage: tests/run-suites.sh SUITE...
+# SUITE@SERIES runs the suite's tests on the L1 kernel series SERIES (FARPASS_KERNEL=SERIES, vm-images/env.sh),
+# each with its logs in rig-out/<test>@SERIES.
+# usage: tests/run-suites.sh SUITE[@SERIES]...
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/tests/rig/l1-hang.sh"
@@ -36,7 +38,7 @@ suite_table() {
 	local r name row header=
 	for r in "$@"; do
 		name=${r% *}
-		row=$top/rig-out/$(basename "$name")/summary.row
+		row=$top/rig-out/$(basename "$name")$series/summary.row
 		[ -e "$row" ] || continue
 		if [ -z "$header" ]; then
 			header=$(head -n1 "$row")
@@ -47,10 +49,10 @@ suite_table() {
 	done
 }
 
+# run_test NAME RIGOUT COMMAND...: COMMAND's rig directory is RIGOUT (the test's RIGDIR).
 run_test() {
-	local name=$1 t0=$SECONDS rc since hangs rigout note=''
-	shift
-	rigout=$top/rig-out/$(basename "$name")
+	local name=$1 rigout=$2 t0=$SECONDS rc since hangs note=''
+	shift 2
 	since=$(date +%s.%N)
 	echo "--- $name"
 	"$@"
@@ -86,12 +88,14 @@ run_test() {
 	fi
 }
 
-for suite in "$@"; do
+for spec in "$@"; do
+	suite=${spec%@*} series=
+	[ "$suite" = "$spec" ] || series=@${spec#*@}
 	s0=$SECONDS
-	echo "=== suite $suite"
+	echo "=== suite $spec"
 	if [ "$suite" = unit ]; then
 		if [ -f "$top/build/build.ninja" ]; then
-			run_test "unit/meson" meson test -C "$top/build" --suite unit --print-errorlogs
+			run_test "unit/meson" "$top/rig-out/meson" meson test -C "$top/build" --suite unit --print-errorlogs
 		else
 			failed=$((failed + 1)) && failures+=("unit/meson")
 			echo "FAIL unit/meson: no meson build in $top/build (run: make build)"
@@ -99,15 +103,17 @@ for suite in "$@"; do
 	fi
 	tests=("$top"/tests/"$suite"/test_*.sh)
 	if [ ! -e "${tests[0]}" ]; then
-		failed=$((failed + 1)) && failures+=("$suite")
-		echo "FAIL $suite: no such suite (no tests/$suite/test_*.sh)"
+		failed=$((failed + 1)) && failures+=("$spec")
+		echo "FAIL $spec: no such suite (no tests/$suite/test_*.sh)"
 	fi
 	results=()
 	for t in "${tests[@]}"; do
-		[ -e "$t" ] && run_test "$suite/$(basename "$t" .sh)" bash "$t"
+		name=$(basename "$t" .sh)
+		[ -e "$t" ] && run_test "$spec/$name" "$top/rig-out/$name$series" \
+			env ${series:+FARPASS_KERNEL=${series#@}} RIGDIR="$top/rig-out/$name$series" bash "$t"
 	done
 	suite_table "${results[@]}"
-	echo "=== suite $suite: $((SECONDS - s0)) s"
+	echo "=== suite $spec: $((SECONDS - s0)) s"
 done
 
 ((${#failures[@]} == 0)) || printf 'failed: %s\n' "${failures[@]}"

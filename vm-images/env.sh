@@ -23,12 +23,35 @@ timed() {
 	return $rc
 }
 
+# The L1 hosts' kernel: a Debian 12 kernel series and the package whose dependency names its current ABI.
+declare -gA FARPASS_KERNEL_META=([6.1]=linux-image-amd64 [6.12]=linux-image-6.12-amd64)
+FARPASS_KERNEL_DEFAULT=6.1
+# The other series: set up and built beside the default, for `make check-other-kernel`.
+FARPASS_KERNEL_OTHER=6.12
+export FARPASS_KERNEL=${FARPASS_KERNEL:-$FARPASS_KERNEL_DEFAULT}
+if [ -z "${FARPASS_KERNEL_META[$FARPASS_KERNEL]:-}" ]; then
+	echo "env.sh: FARPASS_KERNEL=$FARPASS_KERNEL is not a rig kernel (${!FARPASS_KERNEL_META[*]})" >&2
+	return 1
+fi
+# What the L1 kernel's set-up resolves, per series (the rest of rig.env is shared by both).
+FARPASS_KERNEL_VARS=(KVER KDEB_VERSION FARPASS_KDIR FARPASS_KIMG FARPASS_KMODS FARPASS_VMLINUZ FARPASS_VMLINUX
+	FARPASS_KHEADERS FARPASS_KSRC FARPASS_KSRC_FULL FARPASS_KBUILD FARPASS_KO_DIR FARPASS_NTB_SYMVERS
+	FARPASS_L1_INITRD)
+rig_kernel_env() { printf '%s/rig-kernel-%s.env\n' "$FARPASS_CACHE" "$1"; }
+
 # Versions and artefact paths resolved by `vm-images/setup.sh` (KVER, KDEB_VERSION, QEMU_DEB_VERSION, FARPASS_KIMG,
 # FARPASS_VMLINUX, FARPASS_KO_DIR, FARPASS_L1_INITRD, ...). Written once per set-up so that every script
 # (setup, rig launcher, tests, the L1 command server) uses the same values; absent before the first set-up.
+# rig.env holds the default kernel's; rig-kernel-SERIES.env each kernel's own, which override them.
 FARPASS_RIG_ENV=$FARPASS_CACHE/rig.env
 if [ -r "$FARPASS_RIG_ENV" ]; then
 	. "$FARPASS_RIG_ENV"
+fi
+if [ -r "$(rig_kernel_env "$FARPASS_KERNEL")" ]; then
+	. "$(rig_kernel_env "$FARPASS_KERNEL")"
+elif [ "$FARPASS_KERNEL" != "$FARPASS_KERNEL_DEFAULT" ]; then
+	# Not set up: never let the default kernel's paths stand in for it.
+	unset "${FARPASS_KERNEL_VARS[@]}"
 fi
 
 # The patched QEMU: Debian's newest 7.2 source package (setup resolves it; Debian drops superseded

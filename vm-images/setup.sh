@@ -1,7 +1,7 @@
 #!/bin/bash
 # Idempotent set-up of the farpass rig on a fresh Debian 12 machine.
 #
-#   vm-images/setup.sh [step|group ...]        (default: all)
+#   [FARPASS_KERNEL=6.1|6.12] vm-images/setup.sh [step|group ...]        (default: all)
 #
 # Steps:  apt kernel modules l1initrd qemu l2 rootfs
 # Groups: rig = apt kernel modules l1initrd qemu   (what check-rig needs; fast once cached)
@@ -10,6 +10,10 @@
 # Everything is cached under $FARPASS_CACHE, keyed by the Debian kernel version (kernel-$KDEB_VERSION/) or by
 # a hash of the inputs (stamp files), so a second run only checks. Resolved versions and paths are written
 # to $FARPASS_CACHE/rig.env, which vm-images/env.sh sources for every other script.
+#
+# FARPASS_KERNEL picks the L1 kernel series (vm-images/env.sh); apt, kernel, modules and l1initrd set up that
+# one (its paths in rig-kernel-SERIES.env). qemu, l2 and rootfs are shared by both series: they always run
+# as the default series (the L2 guest kernel is built from its source), which alone writes rig.env.
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -23,7 +27,7 @@ APT_PACKAGES=(
 	libglib2.0-dev libpixman-1-dev meson ninja-build libfdt-dev libattr1-dev libcap-ng-dev libslirp-dev
 	pkg-config python3 qemu-system-x86 qemu-utils seabios ipxe-qemu qemu-system-data mmdebstrap
 	nlohmann-json3-dev doctest-dev iproute2 iputils-ping xz-utils kmod pciutils procps
-	debian-archive-keyring clang libclang-rt-14-dev openssl debhelper dh-dkms lintian jq libxml2-utils
+	debian-archive-keyring clang libclang-rt-14-dev openssl debhelper dh-dkms lintian jq libxml2-utils zstd
 )
 SRC_LIST=/etc/apt/sources.list.d/farpass-src.sources
 APT_UPDATED=0
@@ -119,11 +123,11 @@ apt_update() {
 
 has_candidate() { [ -n "$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)" {print $2}')" ]; }
 
-# The L1 kernel is whatever linux-image-amd64 depends on today (e.g. linux-image-6.1.0-56-amd64,
-# version 6.1.192-2); headers, image and source must all be that exact version.
+# The L1 kernel is whatever the series' meta-package depends on today (e.g. linux-image-amd64:
+# linux-image-6.1.0-56-amd64, version 6.1.192-2); headers, image and source must all be that exact version.
 resolve_kernel() {
-	local img
-	img=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+	local img meta=${FARPASS_KERNEL_META[$FARPASS_KERNEL]}
+	img=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
 	[ -n "$img" ] || return 1
 	KVER=${img#linux-image-}
 	KDEB_VERSION=$(apt-cache policy "$img" | awk '/Candidate:/ {print $2}')
@@ -154,7 +158,7 @@ step_apt() {
 	# Fresh machine: empty lists. Otherwise trust the lists we have (apt-get update only when needed).
 	if ! resolve_kernel || ! has_candidate "${APT_PACKAGES[0]}"; then
 		apt_update
-		resolve_kernel || die "cannot resolve linux-image-amd64 from apt"
+		resolve_kernel || die "cannot resolve ${FARPASS_KERNEL_META[$FARPASS_KERNEL]} from apt"
 	fi
 	# One dpkg-query for all packages (a no-op set-up should take seconds). Without package names it lists
 	# every package dpkg knows and exits 0; with names it exits 1 as soon as one was never installed.
@@ -196,8 +200,8 @@ kernel_paths() {
 	FARPASS_VMLINUZ=$FARPASS_KIMG/boot/vmlinuz-$KVER
 	FARPASS_VMLINUX=$FARPASS_KDIR/vmlinux-$KVER
 	FARPASS_KHEADERS=/usr/src/linux-headers-$KVER
-	FARPASS_KSRC=$FARPASS_KDIR/src/linux-source-6.1
-	FARPASS_KSRC_FULL=$FARPASS_KDIR/src-full/linux-source-6.1
+	FARPASS_KSRC=$FARPASS_KDIR/src/linux-source-$FARPASS_KERNEL
+	FARPASS_KSRC_FULL=$FARPASS_KDIR/src-full/linux-source-$FARPASS_KERNEL
 	FARPASS_KBUILD=$FARPASS_KDIR/build
 	FARPASS_KO_DIR=$FARPASS_KDIR/ko
 	FARPASS_NTB_SYMVERS=$FARPASS_KBUILD/ntb/Module.symvers
@@ -208,17 +212,26 @@ kernel_paths() {
 	FARPASS_ROOTFS=$FARPASS_CACHE/rootfs-bookworm-$(rootfs_hash)
 }
 
-write_rig_env() {
-	local v tmp=$FARPASS_RIG_ENV.tmp
+# write_env_file FILE VAR...: FILE assigns each VAR its current value (replaced whole, never half-written).
+write_env_file() {
+	local v f=$1 tmp=$1.tmp
+	shift
 	{
 		echo "# Written by vm-images/setup.sh on $(date -u +%FT%TZ); sourced by vm-images/env.sh."
-		for v in KVER KDEB_VERSION FARPASS_KDIR FARPASS_KIMG FARPASS_KMODS FARPASS_VMLINUZ FARPASS_VMLINUX \
-			FARPASS_KHEADERS FARPASS_KSRC FARPASS_KSRC_FULL FARPASS_KBUILD FARPASS_KO_DIR FARPASS_NTB_SYMVERS \
-			FARPASS_L1_INITRD FARPASS_L2_KERNEL FARPASS_L2_INITRD FARPASS_ROOTFS QEMU_DEB_VERSION; do
+		for v in "$@"; do
 			printf '%s=%q\n' "$v" "${!v:-}"
 		done
 	} >"$tmp"
-	mv "$tmp" "$FARPASS_RIG_ENV"
+	mv "$tmp" "$f"
+}
+
+# The series' own file always; rig.env (the default kernel's paths and the shared ones) only as the default.
+write_rig_env() {
+	write_env_file "$(rig_kernel_env "$FARPASS_KERNEL")" "${FARPASS_KERNEL_VARS[@]}"
+	if [ "$FARPASS_KERNEL" = "$FARPASS_KERNEL_DEFAULT" ]; then
+		write_env_file "$FARPASS_RIG_ENV" "${FARPASS_KERNEL_VARS[@]}" FARPASS_L2_KERNEL FARPASS_L2_INITRD \
+			FARPASS_ROOTFS QEMU_DEB_VERSION
+	fi
 }
 
 # apt-get download of an exact version into the cache (reusing a copy in apt's own cache if any).
@@ -244,13 +257,19 @@ download_deb() {
 	fi
 }
 
-# Debian's bzImage is an XZ payload behind a stub; the uncompressed ELF has a PVH note, which QEMU's
-# -kernel boots directly (no decompression under TCG: saves 2-5 s per L1 boot).
+# Debian's bzImage is a compressed payload behind a stub (XZ in 6.1, zstd in 6.12); the uncompressed ELF has
+# a PVH note, which QEMU's -kernel boots directly (no decompression under TCG: saves 2-5 s per L1 boot).
+magic_offset() { { LC_ALL=C grep -abo -F "$1" "$2" || true; } | head -1 | cut -d: -f1; }
 extract_vmlinux() {
-	local in=$1 out=$2 off
-	off=$(LC_ALL=C grep -abo $'\xfd7zXZ' "$in" | head -1 | cut -d: -f1)
-	[ -n "$off" ] || die "no XZ payload in $in"
-	tail -c +$((off + 1)) "$in" | xz -dc --single-stream >"$out.tmp" 2>/dev/null || true
+	local in=$1 out=$2 off unpack=(xz -dc --single-stream)
+	off=$(magic_offset $'\xfd7zXZ' "$in")
+	if [ -z "$off" ]; then
+		off=$(magic_offset $'\x28\xb5\x2f\xfd' "$in")
+		unpack=(zstd -dcq)
+	fi
+	[ -n "$off" ] || die "no XZ or zstd payload in $in"
+	# The payload is followed by the rest of the stub: the decompressor stops at its end and complains.
+	tail -c +$((off + 1)) "$in" | "${unpack[@]}" >"$out.tmp" 2>/dev/null || true
 	[ "$(head -c4 "$out.tmp" | od -An -c | tr -d ' ')" = '177ELF' ] || die "extracted vmlinux is not ELF"
 	mv "$out.tmp" "$out"
 }
@@ -261,7 +280,7 @@ step_kernel() {
 	local debs=$FARPASS_KDIR/debs
 	mkdir -p "$FARPASS_KDIR"
 	download_deb "linux-image-$KVER" "$KDEB_VERSION" "$debs"
-	download_deb linux-source-6.1 "$KDEB_VERSION" "$debs"
+	download_deb "linux-source-$FARPASS_KERNEL" "$KDEB_VERSION" "$debs"
 
 	if [ ! -e "$FARPASS_KIMG/.done" ]; then
 		rm -rf "$FARPASS_KIMG"
@@ -278,7 +297,7 @@ step_kernel() {
 		rm -rf "$FARPASS_KDIR/src"
 		mkdir -p "$FARPASS_KDIR/src"
 		timed extract-ntb-sources extract_source "$FARPASS_KDIR/src" \
-			'linux-source-6.1/drivers/ntb/*' 'linux-source-6.1/drivers/net/ntb_netdev.c'
+			"linux-source-$FARPASS_KERNEL/drivers/ntb/*" "linux-source-$FARPASS_KERNEL/drivers/net/ntb_netdev.c"
 		touch "$FARPASS_KDIR/src/.done"
 	fi
 	write_rig_env
@@ -288,12 +307,12 @@ step_kernel() {
 	fi
 }
 
-# linux-source-6.1_*.deb holds usr/src/linux-source-6.1.tar.xz; stream it out without unpacking the deb.
+# linux-source-SERIES_*.deb holds usr/src/linux-source-SERIES.tar.xz; stream it out without unpacking the deb.
 extract_source() {
-	local dest=$1
+	local dest=$1 src=linux-source-$FARPASS_KERNEL
 	shift
-	dpkg-deb --fsys-tarfile "$FARPASS_KDIR/debs/linux-source-6.1_${KDEB_VERSION}_all.deb" |
-		tar -xO ./usr/src/linux-source-6.1.tar.xz | tar -C "$dest" -xJ --wildcards "$@"
+	dpkg-deb --fsys-tarfile "$FARPASS_KDIR/debs/${src}_${KDEB_VERSION}_all.deb" |
+		tar -xO "./usr/src/$src.tar.xz" | tar -C "$dest" -xJ --wildcards "$@"
 }
 
 need_kernel() {
@@ -365,18 +384,23 @@ step_modules() {
 
 # ----------------------------------------------------------------------------------------- l1initrd
 
-# Debian modules the L1 initramfs loads before it can mount the host root over virtio-9p (in order).
-L1_INITRD_MODULES=(
-	drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev
-	drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci fs/netfs/netfs fs/fscache/fscache
-	net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p fs/overlayfs/overlay
-	net/core/failover drivers/net/net_failover drivers/net/virtio_net
-)
+# Debian modules the L1 initramfs needs to mount the host root over virtio-9p; their dependencies (which
+# differ between kernels: 6.12 has no fscache.ko) come from the image's modules.dep.
+L1_INITRD_MODULES=(virtio_pci 9pnet_virtio 9p overlay virtio_net)
+
+# The .ko files (their paths in the image), each once, dependencies first.
+l1_initrd_modules() {
+	local deps
+	deps=$(modprobe -d "$FARPASS_KIMG" -S "$KVER" --show-depends -a "${L1_INITRD_MODULES[@]}") ||
+		die "modprobe cannot resolve the L1 initramfs modules in $FARPASS_KMODS"
+	awk '$1 == "insmod" && !seen[$2]++ {print $2}' <<<"$deps"
+}
 
 step_l1initrd() {
 	need_kernel
-	local init=$VM_IMAGES/l1-init.sh hash d m
-	hash=$( (printf '%s\n' "$KVER" "${L1_INITRD_MODULES[@]}" && cat "$init" /bin/busybox "$VM_IMAGES/setup.sh") | sha256sum | cut -c1-16)
+	local init=$VM_IMAGES/l1-init.sh hash d m mods
+	mods=$(l1_initrd_modules)
+	hash=$( (printf '%s\n' "$KVER" "$mods" && cat "$init" /bin/busybox "$VM_IMAGES/setup.sh") | sha256sum | cut -c1-16)
 	if is_current "$FARPASS_L1_INITRD" "$hash"; then
 		step "l1initrd: up to date ($FARPASS_L1_INITRD)"
 		write_rig_env
@@ -386,9 +410,11 @@ step_l1initrd() {
 	mkdir -p "$d"/{bin,dev,proc,sys,mods,newroot,lower,upper}
 	cp /bin/busybox "$d/bin/busybox"
 	ln -s busybox "$d/bin/sh"
-	for m in "${L1_INITRD_MODULES[@]}"; do
-		cp "$FARPASS_KMODS/kernel/$m.ko" "$d/mods/"
-		basename "$m" >>"$d/mods/order"
+	# 6.12's modules are xz-compressed; busybox's insmod takes plain ones.
+	for m in $mods; do
+		m=${m%.xz}
+		if [ -e "$m.xz" ]; then xz -dc "$m.xz" >"$d/mods/$(basename "$m")"; else cp "$m" "$d/mods/"; fi
+		basename "$m" .ko >>"$d/mods/order"
 	done
 	cp "$init" "$d/init"
 	chmod 755 "$d/init"
@@ -546,6 +572,16 @@ step_rootfs() {
 
 # --------------------------------------------------------------------------------------------- main
 
+# A step whose artefacts both kernel series share, run as the default series (in a subshell: the selected
+# series' paths stay as they are for the steps after it).
+shared_step() {
+	(
+		FARPASS_KERNEL=$FARPASS_KERNEL_DEFAULT KDEB_VERSION=
+		need_kernel
+		"step_$1"
+	)
+}
+
 main() {
 	local steps=() s
 	[ "$(id -u)" = 0 ] || die "must run as root (apt, depmod, mmdebstrap)"
@@ -562,9 +598,13 @@ main() {
 	local t0=$SECONDS
 	for s in "${steps[@]}"; do
 		SETUP_STEP=$s
-		timed "setup $s" "step_$s"
+		if [[ $s == @(qemu|l2|rootfs) ]] && [ "$FARPASS_KERNEL" != "$FARPASS_KERNEL_DEFAULT" ]; then
+			timed "setup $s (shared, as $FARPASS_KERNEL_DEFAULT)" shared_step "$s"
+		else
+			timed "setup $s" "step_$s"
+		fi
 	done
-	step "setup done in $((SECONDS - t0))s (rig.env: $FARPASS_RIG_ENV)"
+	step "setup of kernel $FARPASS_KERNEL done in $((SECONDS - t0))s (rig.env: $FARPASS_RIG_ENV, $(rig_kernel_env "$FARPASS_KERNEL"))"
 }
 
 main "$@"

@@ -1,10 +1,10 @@
 # shellcheck shell=bash
 # Helpers for the check-kernel rig tests (sourced after tests/rig/rig.sh and ntb-lib.sh).
 # FARPASS_BUILD: the meson build directory with farpass.ko and farpass-client (default <repo>/build);
-# the L1s see it at the same path (they run on L0's root).
+# the L1s see it at the same path (they run on L0's root). The module is the one built for the L1 kernel.
 
 FARPASS_BUILD=${FARPASS_BUILD:-$FARPASS_TOP/build}
-FP_KO=$FARPASS_BUILD/mdev/farpass.ko
+FP_KO=$FARPASS_BUILD/mdev/farpass-$FARPASS_KERNEL.ko
 FP_CLIENT=$FARPASS_BUILD/tests/kernel/farpass-client
 FP_DBG=/sys/kernel/debug/farpass
 
@@ -18,11 +18,14 @@ fp_check_built() {
 	[ -z "$f" ] || { echo "$FP_KO is older than $f: run make build" >&2; return 1; }
 }
 
-# fp_load VM: VFIO (with vfio_virqfd, which farpass.ko links against) and mdev (Debian's, via
-# modprobe), the NTB core and ntb_hw_epf, then farpass.ko.
+# fp_load VM: VFIO's type1 IOMMU and the Debian modules farpass.ko links against (modprobe), the NTB
+# core and ntb_hw_epf (ours), then farpass.ko. Those it links against are its modinfo's: vfio and mdev,
+# and vfio_virqfd on 6.1 (a part of vfio.ko since 6.2).
 fp_load() {
+	local deps
+	deps=$(modinfo -F depends "$FP_KO" | tr , '\n' | grep -vx ntb | paste -sd ' ')
 	rig_run "$1" -- "set -e
-modprobe -a vfio vfio_iommu_type1 vfio_virqfd mdev
+modprobe -a vfio_iommu_type1 $deps
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 cd $(rig_modules_dir)
 lsmod | grep -q '^ntb_hw_epf ' || { insmod ntb.ko; insmod ntb_hw_epf.ko; }

@@ -1,9 +1,10 @@
 #!/bin/bash
 # ioctl and region fuzzing (issue 13): farpass-client fuzz, a seeded hostile VFIO user of device 7's
-# mdev on borrower1 (farpass-client also its agent), for 60 s per seed, 2 seeds: random config and
-# region reads/writes at any index, offset and size, region and IRQ info, SET_IRQS of any index,
-# flags, range and fds, resets, mmaps, bus-master toggles (borrows and returns), unmaps and re-maps of
-# its RAM, and on /dev/farpass VERSION, DMA_LAYOUT and unknown commands with random bytes. Checks:
+# mdev on borrower1 (farpass-client also its agent), for FP_FUZZ_MS per seed (30 s; `make soak`: 10 min),
+# 2 seeds: random config and region reads/writes at any index, offset and size, region and IRQ info,
+# SET_IRQS of any index, flags, range and fds, resets, mmaps, bus-master toggles (borrows and returns),
+# unmaps and re-maps of its RAM, and on /dev/farpass VERSION, DMA_LAYOUT and unknown commands with random
+# bytes. Checks:
 #  (a) each fuzz run ends (the client printed its count); they borrowed (BORROW upcalls) and unmapped
 #      borrowed RAM (dma_unmap calls);
 #  (b) afterwards nothing is left: no VFIO user open, no page pinned, no DMA window, no upcall pending,
@@ -33,8 +34,9 @@ rig_run $B -- "$FP_CLIENT agent --log $D/agent </dev/null >>$D/agent.out 2>&1 & 
 expect "agent up" ntb_wait $B 10 "grep -q ready $D/agent"
 
 echo "# (a) fuzz"
+FP_FUZZ_MS=${FP_FUZZ_MS:-30000}
 for seed in 1 2; do
-	out=$(rig_run $B --timeout 240 -- "$FP_CLIENT fuzz $U --seed $seed --ms 60000" || true)
+	out=$(rig_run $B --timeout $((FP_FUZZ_MS / 1000 + 180)) -- "$FP_CLIENT fuzz $U --seed $seed --ms $FP_FUZZ_MS" || true)
 	echo "$out"
 	expect "seed $seed: the fuzz ran to its end" grep -q '^ok ops=' <<<"$out"
 done

@@ -15,7 +15,7 @@ set -euo pipefail
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
 fp_check_built
-FAULT_KO=$FARPASS_BUILD/tests/kernel/fp_probe_fault.ko
+FAULT_KO=$FARPASS_BUILD/tests/kernel/fp_probe_fault-$FARPASS_KERNEL.ko
 [ -e "$FAULT_KO" ] || { echo "missing $FAULT_KO: run make build" >&2; exit 1; }
 
 # Freed kmalloc objects are poisoned (P), with red zones (Z) and checks (F): a use after free shows.

@@ -69,7 +69,7 @@ main() {
 	mkdir -p "$CMD"
 	check_network
 	export RIG_VM RIG_OUT
-	printf 'uptime=%s\n' "$(cut -d' ' -f1 /proc/uptime)" >"$RIG_OUT/.ready"
+	printf 'uptime=%s kernel=%s\n' "$(cut -d' ' -f1 /proc/uptime)" "$(uname -r)" >"$RIG_OUT/.ready"
 	mv "$RIG_OUT/.ready" "$RIG_OUT/ready"
 	log "ready at uptime $(cut -d' ' -f1 /proc/uptime)"
 	shopt -s nullglob

@@ -24,6 +24,7 @@
 #   RIG_BORROWER1_EXTRA, RIG_BORROWER2_EXTRA: the same for one borrower (e.g. a local NVMe of its own)
 #   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
 #   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
+#   RIG_TCG_THREAD   the L1s' TCG threading, single (default) or multi (unsafe: see _rig_prepare_vm)
 
 RIG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$RIG_LIB/../../vm-images/env.sh"
@@ -34,6 +35,7 @@ RIG_LAN_HUB=$FARPASS_TOP/build/tests/rig/lan-hub
 RIG_NTB_DEVICE=${RIG_NTB_DEVICE:-ntb-epf}
 RIG_BOOT_TIMEOUT=${RIG_BOOT_TIMEOUT:-240}
 RIG_RUN_TIMEOUT=${RIG_RUN_TIMEOUT:-600}
+RIG_TCG_THREAD=${RIG_TCG_THREAD:-single}
 RIG_VMS=()
 declare -gA RIG_PID=()
 declare -gA RIG_T0=()
@@ -83,10 +85,14 @@ _rig_check_setup() {
 	local f
 	for f in "${FARPASS_VMLINUX:-}" "${FARPASS_L1_INITRD:-}" "${FARPASS_KO_DIR:-}/ntb.ko"; do
 		if [ -z "$f" ] || [ ! -e "$f" ]; then
-			rig_die "rig not set up (missing ${f:-rig.env}): run vm-images/setup.sh rig"
+			rig_die "rig not set up for kernel $FARPASS_KERNEL (missing ${f:-$FARPASS_RIG_ENV or $(rig_kernel_env "$FARPASS_KERNEL")}): run FARPASS_KERNEL=$FARPASS_KERNEL vm-images/setup.sh rig"
 			return 1
 		fi
 	done
+	case ${KVER:-} in
+	"$FARPASS_KERNEL".*) ;;
+	*) rig_die "FARPASS_KERNEL=$FARPASS_KERNEL but the set-up's L1 kernel is ${KVER:-none}" || return 1 ;;
+	esac
 	[ -x "$RIG_LAN_HUB" ] || rig_die "LAN hub not built (missing $RIG_LAN_HUB): run make build"
 }
 
@@ -170,9 +176,12 @@ _rig_prepare_vm() {
 	# maxmem reserves hotplug space after RAM, so the firmware puts the 64-bit PCI window above 64 GiB: a
 	# device lent from here must not have a BAR at an address a borrowing guest uses as RAM (QEMU's NVMe
 	# refuses DMA to an address inside its own BAR0, whatever the IOMMU translates it to).
+	# thread=single: one thread runs both vCPUs in turn. QEMU 7.2's multi-threaded TCG can translate a
+	# block while another vCPU patches its code and keep the stale block (fixed in QEMU 8.1): the L1
+	# kernels' run-time code patching then ends in "Oops: int3" (docs/rig.md, test_code_patching.sh).
 	# shellcheck disable=SC2206
 	a=("$RIG_QEMU" $FARPASS_QEMU_FW
-		-name "rig-$vm" -M q35,kernel-irqchip=split -accel tcg,thread=multi -cpu max -smp 2
+		-name "rig-$vm" -M q35,kernel-irqchip=split -accel "tcg,thread=$RIG_TCG_THREAD" -cpu max -smp 2
 		-m "$mem,slots=1,maxmem=64G"
 		-nodefaults -display none -no-reboot
 		# DMA translation mode (no iommu=pt): every device's DMA goes through its IOMMU domain.
@@ -265,6 +274,11 @@ _rig_wait_ready_all() {
 				secs=$(_rig_elapsed "${RIG_T0[$vm]}")
 				rig_log "$vm ready: boot ${secs}s (guest $(cat "$dir/ready"))"
 				printf '%s %s\n' "$vm" "$secs" >>"$RIGDIR/boot-times.txt"
+				# Every test runs on the kernel FARPASS_KERNEL selected, or fails saying so.
+				if ! grep -qwF "kernel=$KVER" "$dir/ready"; then
+					rig_log "$vm booted $(sed -n 's/.*kernel=//p' "$dir/ready"), not $KVER (FARPASS_KERNEL=$FARPASS_KERNEL)"
+					rc=1
+				fi
 			elif ! rig_vm_alive "$vm"; then
 				rig_log "$vm: QEMU exited during boot"
 				_rig_show_logs "$vm"
