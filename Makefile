@@ -18,9 +18,9 @@ setup:
 
 build: setup
 	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD)
+	meson compile -C $(BUILD)
 	. vm-images/env.sh && meson compile -C $(BUILD) \
-		$$(for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do echo mdev/farpass-$$k.ko tests/kernel/fp_probe_fault-$$k.ko; done) && \
-		meson compile -C $(BUILD)
+		$$(for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do echo mdev/farpass-$$k.ko tests/kernel/fp_probe_fault-$$k.ko; done)
 
 check: build
 	tests/run-suites.sh unit rig kernel agent libvirt e2e reliability
