@@ -177,14 +177,17 @@ e2e_l2_start() {
 setsid bash $run </dev/null >/dev/null 2>&1 &"
 }
 
-# e2e_l2_wait VM MARK SECONDS: wait until the L2 pauses at MARK (true) or has ended or stopped (false).
+# e2e_l2_wait VM MARK SECONDS: wait until the L2 pauses at MARK (true) or has ended, stopped or panicked
+# (false; a libvirt guest that panicked is only shut off, which leaves no l2.rc).
 e2e_l2_wait() {
 	local dir t0=$SECONDS
 	dir=$(rig_vm_dir "$1")
 	until grep -q "^E2E-WAIT $2" "$E2E_L2_LOG" 2>/dev/null; do
 		# QEMU stops a guest whose VFIO device reported an error (vfio_err_notifier_handler).
-		if [ -e "$dir/l2.rc" ] || ((SECONDS - t0 > $3)) || grep -qs 'Unrecoverable error' "$dir/l2-qemu.log"; then
+		if [ -e "$dir/l2.rc" ] || ((SECONDS - t0 > $3)) || grep -qs 'Unrecoverable error' "$dir/l2-qemu.log" ||
+			grep -qs 'Kernel panic' "$E2E_L2_LOG"; then
 			echo "L2 did not reach E2E-WAIT $2" >&2
+			grep -s -m1 -B2 'Kernel panic' "$E2E_L2_LOG" | sed 's/^/  L2 console: /' >&2
 			return 1
 		fi
 		sleep 1
