@@ -33,9 +33,11 @@ rig_hang_verdicts() {
 	((hang && !ours))
 }
 
-# suite_table RESULT...: "NAME PASS|FAIL" of a suite's tests: the table of their summary rows, if any.
+# suite_table SERIES RESULT...: "NAME PASS|FAIL" of a suite's tests, run on SERIES ("@6.12", or empty for
+# the default kernel): the table of their summary rows, if any.
 suite_table() {
-	local r name row header=
+	local series=$1 r name row header=
+	shift
 	for r in "$@"; do
 		name=${r% *}
 		row=$top/rig-out/$(basename "$name")$series/summary.row
@@ -109,10 +111,11 @@ for spec in "$@"; do
 	results=()
 	for t in "${tests[@]}"; do
 		name=$(basename "$t" .sh)
-		[ -e "$t" ] && run_test "$spec/$name" "$top/rig-out/$name$series" \
-			env ${series:+FARPASS_KERNEL=${series#@}} RIGDIR="$top/rig-out/$name$series" bash "$t"
+		rigout=$top/rig-out/$name$series
+		[ -e "$t" ] && run_test "$spec/$name" "$rigout" \
+			env ${series:+FARPASS_KERNEL=${series#@}} RIGDIR="$rigout" bash "$t"
 	done
-	suite_table "${results[@]}"
+	suite_table "$series" "${results[@]}"
 	echo "=== suite $spec: $((SECONDS - s0)) s"
 done
 

@@ -105,6 +105,23 @@ e2e_fio_progress_job() {
 --status-interval=1 --output-format=terse | awk -F';' '{ print \"E2E-DONE-KB \" \$47; fflush() }'"
 }
 
+# e2e_done_kb LOG: the KiB an e2e_fio_progress_job last said had completed in the guest console LOG (empty
+# before its first report).
+e2e_done_kb() { [ ! -e "$1" ] || sed -n 's/^E2E-DONE-KB \([0-9]*\).*/\1/p' "$1" | tail -n1; }
+
+# e2e_wait_done_kb VM LOG KB: wait (up to 900 s) until the progress job in VM's L2 with console LOG has
+# completed KB KiB, or that L2 has ended.
+e2e_wait_done_kb() {
+	local kb
+	for _ in $(seq 900); do
+		kb=$(e2e_done_kb "$2")
+		if [ "${kb:-0}" -ge "$3" ] || [ -e "$(rig_vm_dir "$1")/l2.rc" ]; then
+			return 0
+		fi
+		sleep 1
+	done
+}
+
 # e2e_fio_script TAG [--pause|--read-back]: the guest script (busybox sh) for e2e_l2_start. It prints the
 # guest's RAM map, the sum of its NVMe interrupt counts ("E2E-IRQS before|after N") and the nvme0n1
 # requests completed (/sys/block/nvme0n1/stat reads + writes: "E2E-IOS before|after N") around the fio

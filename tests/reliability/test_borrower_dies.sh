@@ -52,18 +52,11 @@ echo "# borrower1's guest writes; its host is killed once $KILL_AFTER_KB KiB hav
 e2e_l2_start $B1 256M "for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
 $(e2e_fio_progress_job "$tag" "$REGION")" -device vfio-pci,sysfsdev=$MDEV
 log1=$E2E_L2_LOG
-done_kb() { [ ! -e "$log1" ] || sed -n 's/^E2E-DONE-KB \([0-9]*\).*/\1/p' "$log1" | tail -n1; }
-for _ in $(seq 900); do
-	kb=$(done_kb)
-	if [ "${kb:-0}" -ge $KILL_AFTER_KB ] || [ -e "$(rig_vm_dir $B1)/l2.rc" ]; then
-		break
-	fi
-	sleep 1
-done
+e2e_wait_done_kb $B1 "$log1" $KILL_AFTER_KB
 lender_lines=$(ag_log lender | wc -l)
 rig_kill $B1
 t_kill=$(date +%s.%N)
-kb=$(done_kb)
+kb=$(e2e_done_kb "$log1")
 IFS=: read -r _ off size <<<"$REGION"
 tr -d '\r' <"$log1" | grep -E '^(L2-|E2E-)' | tail -n 5 | sed 's/^/    L2> /'
 expect "(a) borrower1's guest had completed writes when its host died: ${kb:-none} KiB" test "${kb:-0}" -gt 0

@@ -51,21 +51,14 @@ dmesg | grep -i nvme | sed 's/^/E2E-NVME-LOG /'
 [ -z \"\$e2e_failed\" ] || { echo \"E2E-FAILED\$e2e_failed\"; false; }" \
 	-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
 log=$E2E_L2_LOG
-done_kb() { [ ! -e "$log" ] || sed -n 's/^E2E-DONE-KB \([0-9]*\).*/\1/p' "$log" | tail -n1; }
-for _ in $(seq 900); do
-	kb=$(done_kb)
-	if [ "${kb:-0}" -ge $RESET_AFTER_KB ] || [ -e "$(rig_vm_dir $B)/l2.rc" ]; then
-		break
-	fi
-	sleep 1
-done
+e2e_wait_done_kb $B "$log" $RESET_AFTER_KB
 IFS=: read -r _ _ size <<<"$REGION"
 size_kb=$((size >> 10))
 
 echo "# the lender resets its NVMe"
 expect "(b) lender: sysfs reset of $LENDER_NVME" rig_run lender -- "echo 1 >/sys/bus/pci/devices/$LENDER_NVME/reset"
 t_reset=$(date +%s.%N)
-kb=$(done_kb)
+kb=$(e2e_done_kb "$log")
 csts=$(ag_lender_reg32 "$LENDER_NVME" 0 0x1c)
 echo "lender: csts=$csts after the reset"
 expect "(a) the guest had completed writes when the device was reset: ${kb:-none} KiB" test "${kb:-0}" -gt 0
@@ -75,7 +68,7 @@ rel_row 'what the guest saw' "device reset after $((kb / 4)) blocks acknowledged
 
 t_resume=
 for _ in $(seq 300); do
-	if [ "$(done_kb)" -gt "$kb" ]; then
+	if [ "$(e2e_done_kb "$log")" -gt "$kb" ]; then
 		t_resume=$(_rig_elapsed "$t_reset")
 		break
 	fi
@@ -90,7 +83,7 @@ e2e_l2_end $B
 out=$E2E_OUT
 grep -E '^(L2-|E2E-)' <<<"$out" | grep -v '^E2E-DONE-KB' | sed 's/^/    L2> /'
 expect "(c) the guest's writes went on after the reset" test -n "$t_resume"
-expect_eq "(c) ... and completed the whole region (KiB)" "$(done_kb)" $size_kb
+expect_eq "(c) ... and completed the whole region (KiB)" "$(e2e_done_kb "$log")" $size_kb
 nvme_log=$(grep '^E2E-NVME-LOG' <<<"$out" || true)
 expect "(c) guest: its nvme driver logged a command timeout" grep -q 'timeout' <<<"$nvme_log"
 ups=$(grep -c 'default/read/poll queues' <<<"$nvme_log" || true)
