@@ -25,12 +25,15 @@
 #   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
 #   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
 #   RIG_TCG_THREAD   the L1s' TCG threading, single (default) or multi (unsafe: see _rig_prepare_vm)
+#   RIG_LINK_RELAY=1 each link runs through a relay on L0 ($RIGDIR/relayN.sock, link-relay.cpp) that
+#                    rig_link_cut and rig_link_restore pull out and plug back
 
 RIG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$RIG_LIB/../../vm-images/env.sh"
 . "$RIG_LIB/l1-hang.sh"
 # The management LAN hub, built by meson (make build).
 RIG_LAN_HUB=$FARPASS_TOP/build/tests/rig/lan-hub
+RIG_LINK_RELAY_BIN=$FARPASS_TOP/build/tests/rig/link-relay
 
 RIG_NTB_DEVICE=${RIG_NTB_DEVICE:-ntb-epf}
 RIG_BOOT_TIMEOUT=${RIG_BOOT_TIMEOUT:-240}
@@ -94,6 +97,8 @@ _rig_check_setup() {
 	*) rig_die "FARPASS_KERNEL=$FARPASS_KERNEL but the set-up's L1 kernel is ${KVER:-none}" || return 1 ;;
 	esac
 	[ -x "$RIG_LAN_HUB" ] || rig_die "LAN hub not built (missing $RIG_LAN_HUB): run make build"
+	[ "${RIG_LINK_RELAY:-0}" != 1 ] || [ -x "$RIG_LINK_RELAY_BIN" ] ||
+		rig_die "link relay not built (missing $RIG_LINK_RELAY_BIN): run make build"
 }
 
 # PIDs of processes of this rig: any process whose command line names $RIGDIR/ (QEMUs and the LAN hub).
@@ -103,7 +108,7 @@ _rig_find_pids() {
 	for p in /proc/[0-9]*; do
 		cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
 		case $cmd in
-		*qemu-system*"$RIGDIR/"* | */lan-hub" --tag $RIGDIR "*) echo "${p#/proc/}" ;;
+		*qemu-system*"$RIGDIR/"* | */lan-hub" --tag $RIGDIR "* | */link-relay" --tag $RIGDIR "*) echo "${p#/proc/}" ;;
 		esac
 	done
 }
@@ -160,6 +165,53 @@ _rig_start_hub() {
 	disown "$RIG_HUB_PID"
 }
 
+# ------------------------------------------------------------------------------------- link relays
+
+# The borrower end of link N: the lender's socket, or with RIG_LINK_RELAY=1 the relay's.
+_rig_link_socket() {
+	if [ "${RIG_LINK_RELAY:-0}" = 1 ]; then
+		echo "$RIGDIR/relay$1.sock"
+	else
+		echo "$RIGDIR/link$1.sock"
+	fi
+}
+
+# One relay per link, started once the lender's sockets exist; each lasts as long as the rig.
+declare -gA RIG_RELAY_PID=()
+_rig_start_relays() {
+	local link i
+	[ "${RIG_LINK_RELAY:-0}" = 1 ] && [ "${RIG_NO_NTB:-0}" != 1 ] || return 0
+	for ((link = 1; link <= RIG_BORROWERS; link++)); do
+		"$RIG_LINK_RELAY_BIN" --tag "$RIGDIR" "$RIGDIR/relay$link.sock" "$RIGDIR/link$link.sock" \
+			</dev/null >>"$RIGDIR/link-relay$link.log" 2>&1 &
+		RIG_RELAY_PID[$link]=$!
+		disown "${RIG_RELAY_PID[$link]}"
+		for i in $(seq 100); do
+			[ -S "$RIGDIR/relay$link.sock" ] && break
+			sleep 0.05
+		done
+		[ -S "$RIGDIR/relay$link.sock" ] || rig_die "link relay $link did not start: $(cat "$RIGDIR/link-relay$link.log")" ||
+			return
+	done
+}
+
+# rig_link_cut N / rig_link_restore N: pull link N's cable out (both NTB ends see their peer gone, the
+# borrower's reconnects are refused) and plug it back (its next reconnect brings the link up).
+rig_link_cut() { _rig_link_signal "$1" USR1 cut; }
+rig_link_restore() { _rig_link_signal "$1" USR2 restored; }
+_rig_link_signal() {
+	local pid=${RIG_RELAY_PID[$1]:-} n i
+	[ -n "$pid" ] || rig_die "link $1 has no relay (rig_up with RIG_LINK_RELAY=1)" || return
+	n=$(grep -c "\] $3" "$RIGDIR/link-relay$1.log" || true)
+	kill -"$2" "$pid" || rig_die "link relay $1 (pid $pid) is gone" || return
+	# Returns once the relay has acted on it.
+	for i in $(seq 100); do
+		(($(grep -c "\] $3" "$RIGDIR/link-relay$1.log" || true) > n)) && return 0
+		sleep 0.05
+	done
+	rig_die "link relay $1 did not log '$3' within 5 s"
+}
+
 # ------------------------------------------------------------------------------------------ one VM
 
 # Write the VM's QEMU argv (NUL-separated, so rig_boot replays it exactly) and a readable copy.
@@ -214,7 +266,7 @@ _rig_prepare_vm() {
 			done
 		else
 			link=${vm#borrower}
-			a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$RIGDIR/link$link.sock,server=off,addr=0xa${RIG_NTB_PROPS:-}")
+			a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$(_rig_link_socket "$link"),server=off,addr=0xa${RIG_NTB_PROPS:-}")
 		fi
 	fi
 	# shellcheck disable=SC2206
@@ -372,7 +424,8 @@ rig_up() {
 	for ((n = 1; n <= borrowers; n++)); do
 		RIG_VMS+=("borrower$n")
 	done
-	rm -rf "$RIGDIR"/lender "$RIGDIR"/borrower[12] "$RIGDIR"/link*.sock "$RIGDIR/boot-times.txt"
+	rm -rf "$RIGDIR"/lender "$RIGDIR"/borrower[12] "$RIGDIR"/link*.sock "$RIGDIR"/relay*.sock "$RIGDIR"/link-relay*.log \
+		"$RIGDIR/boot-times.txt"
 	# A fresh sparse NVMe backing file per rig: tests start from a known state.
 	rm -f "$(rig_lender_nvme_img)"
 	truncate -s 256M "$(rig_lender_nvme_img)"
@@ -386,6 +439,7 @@ rig_up() {
 	rig_log "up: ${RIG_VMS[*]} in $RIGDIR with $RIG_QEMU$([ "${RIG_NO_NTB:-0}" = 1 ] && echo ' (no NTB)')"
 	_rig_launch lender
 	_rig_wait_ntb_sockets || return
+	_rig_start_relays || return
 	for vm in "${RIG_VMS[@]:1}"; do
 		_rig_launch "$vm"
 	done
@@ -486,7 +540,8 @@ rig_down() {
 	[ -n "${RIG_HUB_PID:-}" ] && pids+=("$RIG_HUB_PID")
 	_rig_kill_pids "${pids[@]}"
 	_rig_kill_stale
-	rm -f "$RIGDIR"/link*.sock "$RIGDIR"/*/qmp.sock
+	rm -f "$RIGDIR"/link*.sock "$RIGDIR"/relay*.sock "$RIGDIR"/*/qmp.sock
+	RIG_RELAY_PID=()
 	RIG_UP=0
 	rig_log "down; logs in $RIGDIR/{$(
 		IFS=,
