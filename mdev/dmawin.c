@@ -380,8 +380,12 @@ void fp_dmawin_destroy(struct fp_dmawin *w, bool returned)
 	kfree(w);
 }
 
-/* The link went down or goes away: no lease outlives it, so its quarantined ranges are free. */
-static void fp_dmawin_link_down(struct fp_link *link)
+/*
+ * The peer's end is new (probed again) or ours goes away: no lease of the old one outlives it, so the
+ * link's quarantined ranges are free. Not at link down: the same peer end may come back with its
+ * mappings (a short outage), and a range must not be reused while a device may still reach it.
+ */
+static void fp_dmawin_peer_gone(struct fp_link *link)
 {
 	mutex_lock(&fp_dmawin_lock);
 	fp_dmawin_lift(link, true, 0);
@@ -390,8 +394,8 @@ static void fp_dmawin_link_down(struct fp_link *link)
 
 /* At remove no instance is left to hold a window (types.c detached before): only quarantines remain. */
 const struct fp_link_role_ops fp_dmawin_role = {
-	.link_down = fp_dmawin_link_down,
-	.detach = fp_dmawin_link_down,
+	.peer_new = fp_dmawin_peer_gone,
+	.detach = fp_dmawin_peer_gone,
 };
 
 /* Map pages [from, to) of slot @i again after a cut; if that fails, they go (unreachable anyway). */

@@ -67,6 +67,8 @@ struct fp_link {
 	u32 peer_version;
 	u32 tx_seq;
 	u32 hello_seq;			/* seq of our last HELLO */
+	u32 epoch;			/* ours, sent in each HELLO: set at probe, then constant */
+	u32 peer_epoch;			/* of the peer's last HELLO; 0 before the first */
 	unsigned int hello_tries;
 	struct work_struct link_work;	/* link_event (hard irq) -> process context */
 	struct work_struct db_work;	/* db_event (hard irq) -> process context */

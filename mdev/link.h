@@ -19,6 +19,8 @@ struct fp_link_role_ops {
 	int (*listed)(struct fp_link *link);
 	/* Under link->ctrl_lock. */
 	void (*link_up)(struct fp_link *link);		/* before our first HELLO */
+	/* A HELLO from a new peer end (its first, or the first since it was probed again), before .peer_hello. */
+	void (*peer_new)(struct fp_link *link);
 	void (*peer_hello)(struct fp_link *link);	/* each HELLO from the peer */
 	void (*link_down)(struct fp_link *link);
 	/* The NTB's doorbell handler (hard-irq context), with the doorbell bits it read. */

@@ -21,6 +21,7 @@
 #include <linux/module.h>
 #include <linux/ntb.h>
 #include <linux/pci.h>
+#include <linux/random.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 
@@ -149,7 +150,7 @@ static void fp_hello_work(struct work_struct *work)
 	if (!link->acked) {
 		if (link->hello_tries > 1)
 			fp_count(FP_C_CTRL_RETRIES, 1);
-		ret = fp_ctrl_send(link, FP_CMD_HELLO, 0, 0);
+		ret = fp_ctrl_send(link, FP_CMD_HELLO, 0, link->epoch);
 		if (ret == -ENOLINK) {
 			link->hs_state = FP_HS_FAILED;
 			link->hs_err = ret;
@@ -200,7 +201,7 @@ out_unlock:
 static void fp_ctrl_recv(struct fp_link *link)
 {
 	struct ntb_dev *ntb = link->ntb;
-	u32 cmdw, hello, arg0, version, roles;
+	u32 cmdw, hello, arg0, arg1, version, roles;
 	int ret;
 
 	lockdep_assert_held(&link->ctrl_lock);
@@ -209,6 +210,7 @@ static void fp_ctrl_recv(struct fp_link *link)
 		return;
 	hello = ntb_spad_read(ntb, FP_SPAD_HELLO);
 	arg0 = ntb_spad_read(ntb, FP_SPAD_ARG0);
+	arg1 = ntb_spad_read(ntb, FP_SPAD_ARG1);
 	ntb_spad_write(ntb, FP_SPAD_CMD, fp_cmd_word(FP_CMD_NONE, 0));	/* consumed */
 	fp_count(FP_C_CTRL_RX, 1);
 
@@ -229,6 +231,11 @@ static void fp_ctrl_recv(struct fp_link *link)
 	link->peer_seen = true;
 	switch (fp_cmd_of(cmdw)) {
 	case FP_CMD_HELLO:
+		/* A link that comes back to the same peer end keeps what that end may still reach. */
+		if (!arg1 || arg1 != link->peer_epoch) {
+			link->peer_epoch = arg1;
+			fp_roles_call(peer_new, link);
+		}
 		fp_roles_call(peer_hello, link);
 		ret = fp_ctrl_send(link, FP_CMD_HELLO_ACK, fp_seq_of(cmdw), 0);
 		if (ret < 0)
@@ -288,9 +295,9 @@ static int fp_link_show(struct seq_file *s, void *unused)
 	struct fp_link *link = s->private;
 
 	mutex_lock(&link->ctrl_lock);
-	seq_printf(s, "link %s\nhandshake %s\nerror %d\npeer_version %u\npeer_roles %#x\n",
+	seq_printf(s, "link %s\nhandshake %s\nerror %d\npeer_version %u\npeer_roles %#x\nepoch %#x\npeer_epoch %#x\n",
 		   link->up ? "up" : "down", fp_hs_names[link->hs_state], link->hs_err,
-		   link->peer_version, link->peer_roles);
+		   link->peer_version, link->peer_roles, link->epoch, link->peer_epoch);
 	mutex_unlock(&link->ctrl_lock);
 	return 0;
 }
@@ -371,6 +378,7 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	INIT_WORK(&link->link_work, fp_link_work);
 	INIT_WORK(&link->db_work, fp_db_work);
 	INIT_DELAYED_WORK(&link->hello_work, fp_hello_work);
+	link->epoch = get_random_u32() ?: 1;
 
 	/* Our mailbox starts empty; only our doorbell bit interrupts. */
 	ntb_spad_write(ntb, FP_SPAD_CMD, fp_cmd_word(FP_CMD_NONE, 0));

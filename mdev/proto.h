@@ -41,7 +41,11 @@ extern "C" {
 /* Control commands. Numbers are part of the protocol: never reuse one. */
 enum fp_cmd {
 	FP_CMD_NONE		= 0,	/* mailbox empty (the receiver writes it back after reading) */
-	FP_CMD_HELLO		= 1,	/* ARG0 = sender's API features; answer with HELLO_ACK */
+	/*
+	 * ARG0 = sender's API features, ARG1 = sender's link epoch (random, nonzero, new at each probe
+	 * of its end; 0 from a sender without one); answer with HELLO_ACK.
+	 */
+	FP_CMD_HELLO		= 1,
 	FP_CMD_HELLO_ACK	= 2,	/* ARG0 = sequence number of the HELLO being acknowledged */
 	/* Later slices: window layout, borrow/return, interrupt mailbox set-up. */
 	FP_CMD_MAX

@@ -37,14 +37,18 @@
 #      both return.
 #  (4) with the agent ignoring RETURN (timeout 1 s), device 9's range stays quarantined: device 10
 #      is placed elsewhere (dma_quarantined 1); device 9's next, confirmed RETURN frees it (device 10
-#      may then take it); a dead instance (its RESET unanswered) still sends RETURN at close; the
-#      lender's NTB going away (link down) frees a quarantined range.
+#      may then take it); a dead instance (its RESET unanswered) still sends RETURN at close; a link
+#      outage (the relay on L0 cuts link 1 and restores it: both ends go down and up, the lender's end
+#      keeps its epoch) does not free a quarantined range, nor does the lender's NTB going away (link
+#      down); the lender's NTB probed again (a new epoch in its HELLO) does.
 #  (8) while the borrower's NTB is unbound and its removal waits for a VFIO user that holds device 8
 #      open (45 s) and ignores the request to let go, VERSION (which takes the global lock) answers
 #      within 10 s; the removal ends once the user closes (no link left).
 # Last: both kernel logs are clean (expect_klog_clean: no warning, oops, RCU stall, hung task or DMAR
 # fault).
 set -euo pipefail
+# Link 1 through a relay on L0, for (4)'s link outage.
+export RIG_LINK_RELAY=1
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
@@ -222,12 +226,26 @@ expect_eq "borrowed, its reset unanswered: the instance is dead (ENODEV)" "$(fp_
 expect "the agent saw RESET 9, then RETURN 9 (at the close)" \
 	rig_run $B -- "grep -oE '^(RESET|RETURN) 9' $D/agent | tail -n2 | tr '\n' ' ' | grep -qx 'RESET 9 RETURN 9 '"
 expect_eq "that RETURN was answered: dma_quarantined" "$(fp_counter $B dma_quarantined)" 0
-echo "# (4) the link going down ends a quarantine"
+echo "# (4) a link outage keeps a quarantine; the lender's NTB probed again ends it"
 agent_restart --ignore RETURN
 expect "device 9 borrowed and returned (RETURN unanswered)" borrow 9 --then off
 expect_eq "dma_quarantined" "$(fp_counter $B dma_quarantined)" 1
+peer_epoch() { rig_run $B -- "sed -n 's/^peer_epoch //p' $FP_DBG/$NTB/link"; }
+epoch0=$(peer_epoch)
+rig_link_cut 1
+expect "borrower: link down (cut)" ntb_wait $B 30 "grep -qx 'link down' $FP_DBG/$NTB/link"
+expect "lender: link down (cut)" ntb_wait lender 30 "grep -qx 'link down' $FP_DBG/$LNTB/link"
+rig_link_restore 1
+expect "borrower: link up and handshake done again" ntb_wait $B 60 "grep -qx 'handshake ok' $FP_DBG/$NTB/link"
+expect_eq "... with the lender's end's epoch unchanged" "$(peer_epoch)" "$epoch0"
+expect_eq "after the outage: dma_quarantined" "$(fp_counter $B dma_quarantined)" 1
 rig_run lender -- "echo $LNTB > /sys/bus/pci/drivers/ntb_hw_epf/unbind"
-expect "borrower: link down" ntb_wait $B 30 "grep -qx 'link down' $FP_DBG/$NTB/link"
+expect "borrower: link down (the lender's NTB unbound)" ntb_wait $B 30 "grep -qx 'link down' $FP_DBG/$NTB/link"
+expect_eq "with the lender's NTB gone: dma_quarantined" "$(fp_counter $B dma_quarantined)" 1
+rig_run lender -- "echo $LNTB > /sys/bus/pci/drivers/ntb_hw_epf/bind"
+expect "borrower: link up and handshake done with the lender's new NTB end" \
+	ntb_wait $B 60 "grep -qx 'handshake ok' $FP_DBG/$NTB/link"
+expect "... whose epoch is new ($(peer_epoch), was $epoch0)" test "$(peer_epoch)" != "$epoch0"
 expect_eq "dma_quarantined" "$(fp_counter $B dma_quarantined)" 0
 
 echo "# (8) a VFIO user that does not let go while the NTB goes away"
