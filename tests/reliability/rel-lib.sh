@@ -32,3 +32,36 @@ rel_row() {
 	} >"$REL_ROW"
 }
 
+
+# rel_guest_script TAG REGION MARK: an L2 script that writes REGION with fio's progress job (e2e-lib.sh)
+# once the remote disk is there, then reads it all back (verify-only, its status on the line
+# "MARK bs=4096 rc=N") and prints the guest's nvme log lines as "E2E-NVME-LOG ...".
+rel_guest_script() {
+	cat <<SCRIPT
+for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
+$(e2e_fio_progress_job "$1" "$2")
+$(e2e_fio_jobs "$1" --verify-only "$3")
+dmesg | grep -i nvme | sed 's/^/E2E-NVME-LOG /'
+[ -z "\$e2e_failed" ] || { echo "E2E-FAILED\$e2e_failed"; false; }
+SCRIPT
+}
+
+# rel_resumed_after VM LOG KB T0: waits until fio's progress in LOG (a guest of VM) passes KB, at most
+# 300 s or until the guest's QEMU ends; prints the seconds from T0 (date +%s.%N) to then, nothing if not.
+rel_resumed_after() {
+	local _
+	for _ in $(seq 300); do
+		if [ "$(e2e_done_kb "$2")" -gt "$3" ]; then
+			_rig_elapsed "$4"
+			return 0
+		fi
+		[ ! -e "$(rig_vm_dir "$1")/l2.rc" ] || return 0
+		sleep 1
+	done
+}
+
+# rel_nvme_bringups OUT: how many times the guest's nvme driver brought the controller up (its probe and
+# each reset), from the E2E-NVME-LOG lines of the guest's output OUT.
+rel_nvme_bringups() {
+	grep '^E2E-NVME-LOG' <<<"$1" | grep -c 'default/read/poll queues' || true
+}

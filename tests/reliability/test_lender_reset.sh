@@ -44,11 +44,7 @@ e2e_canary "$IMG"
 r0=$(e2e_resources $B)
 e2e_resources_show "$r0"
 
-e2e_l2_start $B 256M "for i in \$(seq 300); do [ -b /dev/nvme0n1 ] && break; sleep 1; done
-$(e2e_fio_progress_job "$tag" "$REGION")
-$(e2e_fio_jobs "$tag" --verify-only E2E-RESET-VERIFY)
-dmesg | grep -i nvme | sed 's/^/E2E-NVME-LOG /'
-[ -z \"\$e2e_failed\" ] || { echo \"E2E-FAILED\$e2e_failed\"; false; }" \
+e2e_l2_start $B 256M "$(rel_guest_script "$tag" "$REGION" E2E-RESET-VERIFY)" \
 	-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
 log=$E2E_L2_LOG
 e2e_wait_done_kb $B "$log" $RESET_AFTER_KB
@@ -66,15 +62,7 @@ expect "(a) ... and fio was still writing (less than the region's $size_kb KiB)"
 expect "(b) lender: the controller is disabled after the reset (CSTS.RDY 0)" test $((csts & 1)) = 0
 rel_row 'what the guest saw' "device reset after $((kb / 4)) blocks acknowledged"
 
-t_resume=
-for _ in $(seq 300); do
-	if [ "$(e2e_done_kb "$log")" -gt "$kb" ]; then
-		t_resume=$(_rig_elapsed "$t_reset")
-		break
-	fi
-	[ ! -e "$(rig_vm_dir $B)/l2.rc" ] || break
-	sleep 1
-done
+t_resume=$(rel_resumed_after $B "$log" "$kb" "$t_reset")
 echo "the guest's writes went on ${t_resume:-never (300 s)} s after the reset"
 csts=$(ag_lender_reg32 "$LENDER_NVME" 0 0x1c)
 echo "lender: csts=$csts after that"
@@ -86,7 +74,7 @@ expect "(c) the guest's writes went on after the reset" test -n "$t_resume"
 expect_eq "(c) ... and completed the whole region (KiB)" "$(e2e_done_kb "$log")" $size_kb
 nvme_log=$(grep '^E2E-NVME-LOG' <<<"$out" || true)
 expect "(c) guest: its nvme driver logged a command timeout" grep -q 'timeout' <<<"$nvme_log"
-ups=$(grep -c 'default/read/poll queues' <<<"$nvme_log" || true)
+ups=$(rel_nvme_bringups "$out")
 expect "(c) ... and brought the controller up again after its probe (up $ups times)" test "$ups" -ge 2
 expect "(c) ... and enabled the controller again (CSTS.RDY 1 on the lender once the writes went on)" \
 	test $((csts & 1)) = 1
