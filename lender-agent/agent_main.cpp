@@ -174,9 +174,12 @@ private:
 				if (!poll_and_serve(0))
 					return;
 				for (const ExpiredLease &expired : lender_.expire_due())
-					log_line(LogLevel::warning, "lease of " + expired.pci_address + " by " +
-									    expired.lease.borrower +
-									    " expired: device unmapped, reset and free");
+					log_line(LogLevel::warning,
+						 "lease of " + expired.pci_address + " by " + expired.lease.borrower +
+							 (expired.link_down_ms ? " ended, its link down for " +
+											 std::to_string(expired.link_down_ms) + " ms"
+									       : " expired") +
+							 ": device unmapped, reset and free");
 			}
 			log_lender_notices();
 		}

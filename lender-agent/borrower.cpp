@@ -312,7 +312,7 @@ void Borrower::renew_due()
 			entry.lease->renew_at_ms = now + entry.lease->lease_ms / 3;
 		} catch (const AgentError &e) {
 			if (e.code() == ErrorCode::no_such_lease || e.code() == ErrorCode::no_such_device) {
-				log_(LogLevel::warning, "borrower: lease on " + key + " is lost: " + e.what());
+				log_(LogLevel::warning, "borrower: lease on " + key + " is lost: " + e.what() + "; " + revoke(entry));
 				entry.lease.reset();
 				persist();
 			} else {
@@ -320,6 +320,20 @@ void Borrower::renew_due()
 				entry.lease->renew_at_ms = now + retry_ms;
 			}
 		}
+	}
+}
+
+// The lender ended the lease (its link was down for a lease time, or it restarted without it): the guest
+// must not go on with a device reset behind its back, so its instance is unplugged. Says what happened.
+std::string Borrower::revoke(const AnnouncedDevice &entry)
+{
+	if (!kernel_.available())
+		return "no kernel to revoke the instance in";
+	try {
+		return kernel_.revoke(entry.device.id) ? "its instance revoked: the VFIO user is asked to release it"
+						       : "its instance revoked; its VFIO user cannot be asked to release it";
+	} catch (const AgentError &e) {
+		return e.error_number() == ENODATA ? "no instance to revoke" : std::string("not revoked: ") + e.what();
 	}
 }
 

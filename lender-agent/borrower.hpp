@@ -95,6 +95,7 @@ private:
 	void withdraw(AnnouncedDevice &entry, const std::string &why);
 	void reconcile();
 	void renew_due();
+	std::string revoke(const AnnouncedDevice &entry);
 	void check_borrows();
 	void borrow(AnnouncedDevice &device);
 	std::string map_dma(const AnnouncedDevice &device, bool data_path);

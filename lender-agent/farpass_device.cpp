@@ -34,6 +34,8 @@ const char *command_name(unsigned command)
 	case FARPASS_CMD_DMA_LAYOUT: return "DMA_LAYOUT";
 	case FARPASS_CMD_BAR_MAP: return "BAR_MAP";
 	case FARPASS_CMD_IRQ_BRIDGE: return "IRQ_BRIDGE";
+	case FARPASS_CMD_LINK_STATUS: return "LINK_STATUS";
+	case FARPASS_CMD_REVOKE_DEVICE: return "REVOKE_DEVICE";
 	default: return "unknown ioctl";
 	}
 }
@@ -120,7 +122,10 @@ std::string farpass_errno_text(unsigned command, int error_number)
 	case EBUSY: meaning = "an mdev instance of the type exists"; break;
 	case ERANGE: meaning = "outside the link's BAR window (or on its reserved last page)"; break;
 	case EBADF: meaning = "a descriptor that is not an eventfd"; break;
-	case ENODATA: meaning = "no instance of the device is borrowing it now"; break;
+	case ENODATA:
+		meaning = command == FARPASS_CMD_REVOKE_DEVICE ? "the device has no instance"
+							       : "no instance of the device is borrowing it now";
+		break;
 	default: meaning = std::strerror(error_number); break;
 	}
 	return std::string(command_name(command)) + ": " + name + ": " + meaning;
@@ -221,6 +226,16 @@ bool FarpassKernelPort::withdraw(std::uint32_t device_id)
 	call(FARPASS_CMD_WITHDRAW_DEVICE, FARPASS_IOCTL_WITHDRAW_DEVICE, &withdraw,
 	     "withdrawing id " + std::to_string(device_id));
 	return withdraw.flags & FARPASS_WITHDRAW_F_PENDING;
+}
+
+bool FarpassKernelPort::revoke(std::uint32_t device_id)
+{
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
+	farpass_revoke revoke{};
+	revoke.argsz = sizeof(revoke);
+	revoke.device_id = device_id;
+	call(FARPASS_CMD_REVOKE_DEVICE, FARPASS_IOCTL_REVOKE_DEVICE, &revoke, "revoking id " + std::to_string(device_id));
+	return !(revoke.flags & FARPASS_REVOKE_F_NO_REQUEST);
 }
 
 std::vector<DmaSlot> FarpassKernelPort::dma_layout(std::uint32_t device_id)
@@ -354,6 +369,22 @@ void FarpassKernelPort::irq_bridge(const std::string &ntb, std::uint32_t slot, s
 	     (fds.empty() ? "clearing interrupt slot " + std::to_string(slot)
 			  : "relaying " + std::to_string(fds.size()) + " vector(s) of interrupt slot " + std::to_string(slot)) +
 		     " on NTB " + ntb);
+}
+
+std::optional<std::uint64_t> FarpassKernelPort::link_down_ms(const std::string &ntb)
+{
+	const std::lock_guard<std::recursive_mutex> guard(lock_);
+	if (!available() || !(features_ & FARPASS_FEAT_LINK_STATUS))
+		return std::nullopt;
+	farpass_link_status status{};
+	status.argsz = sizeof(status);
+	try {
+		copy_name(status.ntb, ntb, "NTB PCI name");
+		call(FARPASS_CMD_LINK_STATUS, FARPASS_IOCTL_LINK_STATUS, &status, "link status of NTB " + ntb);
+	} catch (const AgentError &) {
+		return std::nullopt; // the NTB is gone (ENODEV): what it carried went with it
+	}
+	return status.down_ms;
 }
 
 } // namespace farpass::agent

@@ -84,6 +84,7 @@ public:
 	bool announce(const RemoteDevice &device) override;
 	bool withdraw(std::uint32_t device_id) override;
 	std::vector<DmaSlot> dma_layout(std::uint32_t device_id) override;
+	bool revoke(std::uint32_t device_id) override;
 	int upcall_fd() const override;
 	std::optional<Upcall> next_upcall() override;
 	void complete(std::uint64_t seq, const UpcallReply &reply) override;
@@ -93,6 +94,7 @@ public:
 	void bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
 		     std::uint64_t size, bool unmap) override;
 	void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start, std::span<const int> fds) override;
+	std::optional<std::uint64_t> link_down_ms(const std::string &ntb) override;
 
 	std::uint32_t kernel_version() const { const std::lock_guard<std::recursive_mutex> guard(lock_); return kernel_version_; }
 	std::uint64_t features() const { const std::lock_guard<std::recursive_mutex> guard(lock_); return features_; }

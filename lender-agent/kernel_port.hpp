@@ -95,6 +95,10 @@ public:
 	// Where the guest RAM of the VFIO user borrowing device_id sits in the link's DMA window (built by
 	// the kernel before its BORROW upcall).
 	virtual std::vector<DmaSlot> dma_layout(std::uint32_t device_id) = 0;
+	// The lender ended device_id's lease: its instance is unplugged (the VFIO user asked to release
+	// it). False when the user had no request eventfd to ask with. Throws like announce (ENODATA: no
+	// instance; ENOTTY: a kernel without it).
+	virtual bool revoke(std::uint32_t device_id) = 0;
 
 	// Upcalls: a descriptor that polls readable while requests are queued (-1 while the kernel serves
 	// none), the next request if any (never blocks), and its completion.
@@ -114,6 +118,9 @@ public:
 	// The kernel keeps its own references: the caller may close them afterwards.
 	virtual void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start,
 				std::span<const int> fds) = 0;
+	// How long the link of this host's NTB `ntb` has been down (0 while up); nothing when the kernel
+	// cannot tell (no FARPASS_FEAT_LINK_STATUS, /dev/farpass unavailable, the NTB gone). Never throws.
+	virtual std::optional<std::uint64_t> link_down_ms(const std::string &ntb) = 0;
 };
 
 } // namespace farpass::agent

@@ -285,14 +285,27 @@ std::vector<ExpiredLease> Lender::expire_due()
 	std::vector<ExpiredLease> expired;
 	const std::int64_t now = clock_.monotonic_ms();
 	for (auto &[address, device] : devices_) {
-		if (device.lease && device.lease->expires_at_ms <= now) {
-			expired.push_back({address, *device.lease});
-			end_lease(device);
-		}
+		if (!device.lease)
+			continue;
+		std::uint64_t link_down_ms = 0;
+		if (device.lease->expires_at_ms > now && !(link_down_ms = link_down_beyond_lease(device)))
+			continue;
+		expired.push_back({address, *device.lease, link_down_ms});
+		end_lease(device);
 	}
 	if (!expired.empty())
 		persist();
 	return expired;
+}
+
+// Renewals come over the management network, which can outlive the NTB link: a lease whose link has
+// been down for a lease time ends as if it had not been renewed (docs/agent-protocol.md, "Leases").
+std::uint64_t Lender::link_down_beyond_lease(const LentDevice &device)
+{
+	if (device.data_path_ntb.empty())
+		return 0;
+	const std::optional<std::uint64_t> down_ms = kernel_.link_down_ms(device.data_path_ntb);
+	return down_ms && *down_ms >= static_cast<std::uint64_t>(lease_ms_) ? *down_ms : 0;
 }
 
 std::uint32_t Lender::read_config(const std::string &pci_address, const std::string &borrower,

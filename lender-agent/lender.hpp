@@ -78,6 +78,7 @@ struct LentDevice {
 struct ExpiredLease {
 	std::string pci_address;
 	Lease lease;
+	std::uint64_t link_down_ms = 0; // 0: the lease time ran out; else its link was down this long
 };
 
 class Lender {
@@ -146,6 +147,7 @@ private:
 				  const std::string &lease_id);
 	// restoring: a BAR still mapped by the agent before this one (EEXIST) counts as mapped.
 	void map_bars(LentDevice &device, const std::string &borrower, bool restoring);
+	std::uint64_t link_down_beyond_lease(const LentDevice &device);
 	void restore_data_path(LentDevice &device, const std::vector<DmaMapping> &dma, std::optional<IrqSetting> irqs);
 	void unmap_bar(const std::string &ntb, const LentDevice &device, std::size_t bar);
 	void unmap_unleased_bars(const LentDevice &device);

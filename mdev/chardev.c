@@ -115,7 +115,8 @@ static long fp_ioctl_version(struct fp_file *f, void __user *uarg)
 	asked = v.version;
 	v.version = FARPASS_API_VERSION;
 	v.max_devices = FARPASS_MAX_DEVICES;
-	v.features = FARPASS_FEAT_BORROWER | FARPASS_FEAT_UPCALLS | FARPASS_FEAT_OUTBOUND;
+	v.features = FARPASS_FEAT_BORROWER | FARPASS_FEAT_UPCALLS | FARPASS_FEAT_OUTBOUND |
+		     FARPASS_FEAT_LINK_STATUS;
 	if (fp_xwin_any_ready())
 		v.features |= FARPASS_FEAT_DATA_PATH;
 	if (asked != FARPASS_API_VERSION) {
@@ -280,6 +281,42 @@ static long fp_ioctl_dma_layout(void __user *uarg)
 	return fp_copy_out(uarg, &l, sizeof(l), argsz);
 }
 
+static long fp_ioctl_link_status(void __user *uarg)
+{
+	struct farpass_link_status st;
+	long argsz, ret;
+
+	argsz = fp_copy_in(&st, sizeof(st), sizeof(st), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (st.flags || st.pad)
+		return -EINVAL;
+	if (!fp_string_ok(st.ntb, sizeof(st.ntb), false))
+		return -ENODEV;
+	ret = fp_link_status(&st);
+	if (ret)
+		return ret;
+	return fp_copy_out(uarg, &st, sizeof(st), argsz);
+}
+
+static long fp_ioctl_revoke(void __user *uarg)
+{
+	struct farpass_revoke r;
+	long argsz, ret;
+	u32 flags = 0;
+
+	argsz = fp_copy_in(&r, sizeof(r), sizeof(r), uarg);
+	if (argsz < 0)
+		return argsz;
+	if (r.flags || r.pad)
+		return -EINVAL;
+	ret = fp_device_revoke(r.device_id, &flags);
+	if (ret)
+		return ret;
+	r.flags = flags;
+	return fp_copy_out(uarg, &r, sizeof(r), argsz);
+}
+
 static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int cmd,
 			      void __user *uarg)
 {
@@ -302,6 +339,8 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 	case FARPASS_CMD_BAR_MAP:
 	case FARPASS_CMD_IRQ_BRIDGE:
 	case FARPASS_CMD_DMA_LAYOUT:
+	case FARPASS_CMD_LINK_STATUS:
+	case FARPASS_CMD_REVOKE_DEVICE:
 		if (!version)
 			return -EPROTO;		/* VERSION must come first */
 		break;
@@ -323,6 +362,10 @@ static long fp_ioctl_dispatch(struct fp_file *f, struct file *file, unsigned int
 		return fp_ioctl_irq_bridge(uarg);
 	case FARPASS_CMD_DMA_LAYOUT:
 		return fp_ioctl_dma_layout(uarg);
+	case FARPASS_CMD_LINK_STATUS:
+		return fp_ioctl_link_status(uarg);
+	case FARPASS_CMD_REVOKE_DEVICE:
+		return fp_ioctl_revoke(uarg);
 	default:
 		return fp_ioctl_upcall_reply(uarg);
 	}

@@ -52,6 +52,7 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_CFG_REPLAYED]	= "cfg_writes_replayed",
 	[FP_C_CFG_REPLAY_FAILED] = "cfg_replay_failed",
 	[FP_C_SURPRISE_REMOVED]	= "surprise_removed",
+	[FP_C_REVOKED]		= "revoked",
 	[FP_C_RESETS]		= "resets",
 	[FP_C_XWIN_BAR_BYTES]	= "xwin_bar_bytes",
 	[FP_C_XWIN_DMA_BYTES]	= "xwin_dma_bytes",

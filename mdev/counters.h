@@ -45,6 +45,7 @@ enum fp_counter {
 	FP_C_CFG_REPLAYED,	/* E pieces of those written to the lender at the borrow */
 	FP_C_CFG_REPLAY_FAILED,	/* E ... that the lender refused */
 	FP_C_SURPRISE_REMOVED,	/* E instances marked surprise-removed (dead agent) */
+	FP_C_REVOKED,		/* E instances revoked (the lender ended their lease: REVOKE_DEVICE) */
 	FP_C_RESETS,		/* E VFIO_DEVICE_RESET served */
 	FP_C_XWIN_BAR_BYTES,	/* G bytes mapped in inbound BAR windows (BARs, mailbox ack pages) */
 	FP_C_XWIN_DMA_BYTES,	/* G bytes mapped in inbound DMA windows (guest RAM, mailbox rings) */

@@ -6,8 +6,9 @@
  *   fp_lock (mutex)        fp_links, fp_devices, each link's type table and mdev parent registration.
  *                          Taken by ioctls, NTB client probe/remove and the re-registration work.
  *   link->ctrl_lock (mutex) a link's control-protocol state (up, handshake); work items only.
- *   link->inst_lock (spin)  instance accounting: link->nr_instances, rereg_busy, rdev->claimed and
- *                          rdev->withdrawn. The mdev probe/remove callbacks take ONLY this lock: they
+ *   link->inst_lock (spin)  instance accounting: link->nr_instances, rereg_busy, rdev->claimed,
+ *                          rdev->inst and rdev->withdrawn; REVOKE_DEVICE takes an instance's
+ *                          state_lock inside it. The mdev probe/remove callbacks take ONLY this lock: they
  *                          run under the mdev core's parent unreg_sem, and fp_lock is held around
  *                          mdev_unregister_parent() (which takes unreg_sem for writing) when a type
  *                          table is re-registered, so taking fp_lock there would deadlock. The NTB
@@ -69,6 +70,7 @@ struct fp_link {
 	u32 hello_seq;			/* seq of our last HELLO */
 	u32 epoch;			/* ours, sent in each HELLO: set at probe, then constant */
 	u32 peer_epoch;			/* of the peer's last HELLO; 0 before the first */
+	unsigned long down_since;	/* jiffies: the last link down, or the probe */
 	unsigned int hello_tries;
 	struct work_struct link_work;	/* link_event (hard irq) -> process context */
 	struct work_struct db_work;	/* db_event (hard irq) -> process context */
@@ -107,6 +109,7 @@ struct fp_rdev {
 	bool registered;		/* fp_lock: in the link's current type table */
 	bool withdrawn;			/* fp_lock + inst_lock to write, either to read */
 	bool claimed;			/* inst_lock: an instance exists (one per remote device) */
+	struct fp_mdev *inst;		/* inst_lock: that instance, while it is registered with VFIO */
 };
 
 /*

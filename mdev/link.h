@@ -44,6 +44,8 @@ void fp_ntb_exit(void);
 
 /* The link whose NTB PCI device is called @name; NULL if none. Caller holds fp_lock. */
 struct fp_link *fp_link_find(const char *name);
+struct farpass_link_status;
+int fp_link_status(struct farpass_link_status *st);
 
 /* window.c: the lender role's outbound window mmap. */
 struct farpass_outbound_window;

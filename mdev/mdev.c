@@ -69,6 +69,42 @@ static void fp_mark_dead(struct fp_mdev *fm, int why)
 	spin_unlock(&fm->state_lock);
 }
 
+int fp_device_revoke(u32 device_id, u32 *flags)
+{
+	struct fp_rdev *rdev;
+	struct fp_mdev *fm;
+	int ret = -ENOENT;
+
+	mutex_lock(&fp_lock);
+	list_for_each_entry(rdev, &fp_devices, node) {
+		if (rdev->desc.device_id != device_id || rdev->withdrawn)
+			continue;
+		spin_lock(&rdev->link->inst_lock);
+		fm = rdev->inst;
+		ret = -ENODATA;
+		if (fm) {
+			spin_lock(&fm->state_lock);
+			if (!fm->dead) {
+				WRITE_ONCE(fm->dead, true);
+				fp_count(FP_C_REVOKED, 1);
+				dev_warn(fm->vdev.dev, "farpass: device %u revoked: its lender ended the lease\n",
+					 device_id);
+			}
+			/* Not the error eventfd: QEMU would stop the VM. The request unplugs the device. */
+			if (fm->req_trigger)
+				fp_eventfd_signal(fm->req_trigger);
+			else
+				*flags |= FARPASS_REVOKE_F_NO_REQUEST;
+			spin_unlock(&fm->state_lock);
+			ret = 0;
+		}
+		spin_unlock(&rdev->link->inst_lock);
+		break;
+	}
+	mutex_unlock(&fp_lock);
+	return ret;
+}
+
 /* One upcall for this instance: fails at once on a dead device, kills the device on no answer. */
 static int fp_call(struct fp_mdev *fm, u32 op, u64 arg0, u64 arg1, u64 arg2, u64 *out)
 {
@@ -961,6 +997,9 @@ static int fp_mdev_probe(struct mdev_device *mdev)
 	if (ret)
 		goto err_put_vdev;
 	dev_set_drvdata(&mdev->dev, fm);
+	spin_lock(&link->inst_lock);
+	rdev->inst = fm;
+	spin_unlock(&link->inst_lock);
 	fp_count(FP_C_INSTANCES, 1);
 	return 0;
 
@@ -982,6 +1021,10 @@ static void fp_mdev_remove(struct mdev_device *mdev)
 	struct fp_rdev *rdev = fm->rdev;
 	struct fp_link *link = rdev->link;
 
+	/* REVOKE_DEVICE finds the instance under inst_lock only until here: then it may be freed. */
+	spin_lock(&link->inst_lock);
+	rdev->inst = NULL;
+	spin_unlock(&link->inst_lock);
 	vfio_unregister_group_dev(&fm->vdev);
 	vfio_put_device(&fm->vdev);
 	fp_count(FP_C_INSTANCES, -1);

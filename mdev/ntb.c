@@ -191,6 +191,7 @@ static void fp_link_work(struct work_struct *work)
 		dev_info(&link->ntb->dev, "link down\n");
 		link->hs_state = FP_HS_DOWN;
 		link->hs_err = -ENOLINK;
+		link->down_since = jiffies;
 		cancel_delayed_work(&link->hello_work);
 		fp_roles_call_reverse(link_down, link);
 	}
@@ -290,6 +291,31 @@ static const struct ntb_ctx_ops fp_ctx_ops = {
 	.db_event = fp_db_event,
 };
 
+int fp_link_status(struct farpass_link_status *st)
+{
+	struct fp_link *link;
+	int ret = -ENODEV;
+
+	mutex_lock(&fp_lock);
+	link = fp_link_find(st->ntb);
+	if (!link || link->dying)
+		goto out_unlock;
+	mutex_lock(&link->ctrl_lock);
+	st->state = 0;
+	st->down_ms = 0;
+	if (link->up)
+		st->state |= FARPASS_LINK_UP;
+	else
+		st->down_ms = jiffies_to_msecs(jiffies - link->down_since);
+	if (link->hs_state == FP_HS_OK)
+		st->state |= FARPASS_LINK_PEER_OK;
+	mutex_unlock(&link->ctrl_lock);
+	ret = 0;
+out_unlock:
+	mutex_unlock(&fp_lock);
+	return ret;
+}
+
 static int fp_link_show(struct seq_file *s, void *unused)
 {
 	struct fp_link *link = s->private;
@@ -379,6 +405,7 @@ static int fp_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	INIT_WORK(&link->db_work, fp_db_work);
 	INIT_DELAYED_WORK(&link->hello_work, fp_hello_work);
 	link->epoch = get_random_u32() ?: 1;
+	link->down_since = jiffies;
 
 	/* Our mailbox starts empty; only our doorbell bit interrupts. */
 	ntb_spad_write(ntb, FP_SPAD_CMD, fp_cmd_word(FP_CMD_NONE, 0));

@@ -20,5 +20,6 @@ int fp_link_sync_types(struct fp_link *link);
 /* Validated by the caller; *flags gets FARPASS_ANNOUNCE_F_*. */
 int fp_device_announce(const struct farpass_announce *desc, u32 *flags);
 int fp_device_withdraw(u32 device_id, u32 *flags);
+int fp_device_revoke(u32 device_id, u32 *flags);	/* mdev.c */
 
 #endif /* FARPASS_TYPES_H */

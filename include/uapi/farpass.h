@@ -50,6 +50,8 @@ enum farpass_cmd {
 	FARPASS_CMD_DMA_LAYOUT		= 6,	/* borrower: the DMA window layout of a borrowed device */
 	FARPASS_CMD_BAR_MAP		= 7,	/* lender: expose (or hide) a device BAR in a link's BAR window */
 	FARPASS_CMD_IRQ_BRIDGE		= 8,	/* lender: relay a device's interrupt eventfds over a link */
+	FARPASS_CMD_LINK_STATUS		= 9,	/* is a link up, and since when is it down */
+	FARPASS_CMD_REVOKE_DEVICE	= 10,	/* borrower: the lender ended the lease; unplug the instance */
 };
 
 /* ------------------------------------------------------------------------------------- VERSION */
@@ -73,6 +75,7 @@ struct farpass_version {
 #define FARPASS_FEAT_OUTBOUND	(1ULL << 2)	/* OUTBOUND_WINDOW and mmap of /dev/farpass */
 #define FARPASS_FEAT_DATA_PATH	(1ULL << 3)	/* DMA_LAYOUT, BAR_MAP, IRQ_BRIDGE: BAR and DMA windows and
 						 * the interrupt bridge (the NTB has an IOMMU domain) */
+#define FARPASS_FEAT_LINK_STATUS (1ULL << 4)	/* LINK_STATUS and REVOKE_DEVICE */
 
 /* ----------------------------------------------------------------------------- ANNOUNCE_DEVICE */
 
@@ -313,6 +316,47 @@ struct farpass_irq_bridge {
 
 #define FARPASS_IRQ_BRIDGE_F_CLEAR	(1U << 0)
 
+/* ---------------------------------------------------------------------------------- LINK_STATUS */
+
+/*
+ * FARPASS_IOCTL_LINK_STATUS (FARPASS_FEAT_LINK_STATUS): the state of the link of this host's NTB `ntb`.
+ * `down_ms` is how long the link has been down (since the NTB was probed, if it never came up), 0 while
+ * it is up: a lender ends the leases of a link down for longer than a lease, whatever the management
+ * network says (docs/agent-protocol.md). Errors: ENODEV no such NTB (or it is going away), EINVAL
+ * flags or pad.
+ */
+struct farpass_link_status {
+	__u32 argsz;
+	__u32 flags;		/* in: 0 */
+	char  ntb[FARPASS_NAME_LEN];	/* in: PCI name of this host's NTB */
+	__u32 state;		/* out: FARPASS_LINK_* */
+	__u32 pad;		/* must be 0 */
+	__u64 down_ms;		/* out */
+};
+
+#define FARPASS_LINK_UP		(1U << 0)	/* the NTB link is up */
+#define FARPASS_LINK_PEER_OK	(1U << 1)	/* and the peer's farpass answered the handshake */
+
+/* -------------------------------------------------------------------------------- REVOKE_DEVICE */
+
+/*
+ * FARPASS_IOCTL_REVOKE_DEVICE (FARPASS_FEAT_LINK_STATUS, borrower role): the lender ended the lease on
+ * `device_id` behind the borrower's back (its link was down for a lease time: the device was reset there).
+ * The device's instance is surprise-removed until its next open (config reads all-ones, other accesses
+ * fail, no upcall but RETURN), without the error eventfd (which makes QEMU stop the VM): instead its VFIO
+ * user is asked to release it through the request eventfd (QEMU unplugs it from the guest, which keeps
+ * running). FARPASS_REVOKE_F_NO_REQUEST is set when the user registered none. Errors: ENOENT unknown
+ * device, ENODATA it has no instance, EINVAL flags or pad.
+ */
+struct farpass_revoke {
+	__u32 argsz;
+	__u32 flags;		/* in: 0; out: FARPASS_REVOKE_F_* */
+	__u32 device_id;
+	__u32 pad;		/* must be 0 */
+};
+
+#define FARPASS_REVOKE_F_NO_REQUEST	(1U << 0)	/* out: no request eventfd to signal */
+
 /* ----------------------------------------------------------------------------------------- ioctls */
 
 #define FARPASS_IOCTL_VERSION \
@@ -333,5 +377,9 @@ struct farpass_irq_bridge {
 	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_BAR_MAP, struct farpass_bar_map)
 #define FARPASS_IOCTL_IRQ_BRIDGE \
 	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_IRQ_BRIDGE, struct farpass_irq_bridge)
+#define FARPASS_IOCTL_LINK_STATUS \
+	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_LINK_STATUS, struct farpass_link_status)
+#define FARPASS_IOCTL_REVOKE_DEVICE \
+	_IOWR(FARPASS_IOCTL_TYPE, FARPASS_CMD_REVOKE_DEVICE, struct farpass_revoke)
 
 #endif /* _UAPI_FARPASS_H */

@@ -13,9 +13,20 @@
 #      does not make farpass.ko take the instance for dead (the command register reads back with bus
 #      master off); once the lender's agent runs again the release is confirmed in the background
 #      (logged) and the lender has no borrows;
+#  (f) the link (through a relay on L0) cut while a VFIO user holds a borrow: cut for 2 s, the lease is
+#      kept (the lender lists the borrow after the link is back, no lease ended); cut for longer than a
+#      lease (lease_ms, read from the lender), the lender ends the lease although borrower1's agent
+#      renews it over the management network: logged within lease_ms + 5 s of the cut ("ended, its link
+#      down for N ms", N >= lease_ms), no borrows left; borrower1's agent then logs the lease lost and
+#      the instance revoked (REVOKE_DEVICE: farpass.ko counts it); the VFIO user's request eventfd fired
+#      (QEMU would unplug the device) and its error eventfd did not (QEMU would stop the VM), and its
+#      accesses failed from then on (bus master off: ENODEV); with the link back, its close leaves no
+#      upcall pending or timed out, and the instance goes;
 #  (d) a peer whose certificate is from another CA is refused by TLS (no answer) and the lender logs it;
 #  (e) borrower1's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
+# Link 1 through a relay on L0, for (f)'s cuts.
+export RIG_LINK_RELAY=1
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/../kernel/kernel-lib.sh"
@@ -34,10 +45,13 @@ ag_pki
 "$FARPASS_TOP/tests/make-pki.sh" ca "$RIGDIR/other-ca"
 "$FARPASS_TOP/tests/make-pki.sh" host "$RIGDIR/other-ca" "$RIGDIR/$B/intruder-pki" $B
 cat "$RIGDIR/ca/cacert.pem" >>"$RIGDIR/$B/intruder-pki/cacert.pem"
+# farpass.ko on both ends, and the lender's NTB named for borrower1: leases have a data path (BAR window,
+# link state), as in a cluster.
+fp_load lender
 fp_load $B
 
 echo "# (a) lend, list, announce"
-ag_lender_up ", \"peers\": [$(ag_peer_entry $B)]"
+ag_lender_up ", \"peers\": [$(ag_peer_entry $B "$(ntb_pci lender 1)")]"
 ag_config $B ", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$NTB")]"
 expect "$B: farpass-agent starts" ag_start $B
 out=$(ag_ctl $B list)
@@ -97,13 +111,20 @@ expect "$B: it releases the lease its kernel has no borrow of" \
 ag_log $B | grep -E "leased but not borrowed|gave back" | tail -2
 expect "lender: no borrows left" ntb_wait lender 20 "test \"\$($FP_CTL borrows)\" = 'no borrows'"
 
+# A VFIO user (farpass-client vfio-cfg, as QEMU) of a new instance borrows the NVMe and holds it until
+# $RIGDIR/$B/go exists; gave: the agent's give-backs before.
+hold_borrow() {
+	local borrowed
+	borrowed=$(ag_log $B | grep -c "borrowed lender/$LENDER_NVME" || true)
+	gave=$(ag_log $B | grep -c "gave back lender/$LENDER_NVME" || true)
+	expect "$B: create an instance" rig_run $B -- "echo $U > $TYPES/$T/create"
+	rig_run $B -- "rm -f $RIGDIR/$B/go; setsid $FP_CLIENT vfio-cfg $U --before-return $RIGDIR/$B/go \
+		</dev/null >$RIGDIR/$B/vfio-cfg.out 2>&1 &"
+	expect "$B: a VFIO user borrows the NVMe and holds it" ag_wait_count $B 20 "borrowed lender/$LENDER_NVME" "$borrowed"
+}
+
 echo "# (c) a RETURN the lender does not confirm"
-borrowed=$(ag_log $B | grep -c "borrowed lender/$LENDER_NVME" || true)
-gave=$(ag_log $B | grep -c "gave back lender/$LENDER_NVME" || true)
-expect "$B: create an instance" rig_run $B -- "echo $U > $TYPES/$T/create"
-rig_run $B -- "rm -f $RIGDIR/$B/go; setsid $FP_CLIENT vfio-cfg $U --before-return $RIGDIR/$B/go \
-	</dev/null >$RIGDIR/$B/vfio-cfg.out 2>&1 &"
-expect "$B: a VFIO user borrows the NVMe and holds it" ag_wait_count $B 20 "borrowed lender/$LENDER_NVME" "$borrowed"
+hold_borrow
 expect "lender: its agent stops answering (SIGSTOP)" rig_run lender -- "kill -STOP \$(cat $RIGDIR/lender/agent.pid)"
 touch "$RIGDIR/$B/go"
 expect "$B: the VFIO user's RETURN: the agent goes on releasing" \
@@ -115,6 +136,44 @@ expect "lender: no borrows left" ntb_wait lender 20 "test \"\$($FP_CTL borrows)\
 expect "$B: the VFIO user is done" ntb_wait $B 60 "test -s $RIGDIR/$B/vfio-cfg.out"
 expect "... its RETURN's answer (EINPROGRESS) did not make farpass.ko take the instance for dead: bus master reads off" \
 	grep -q "cmd_off=0x2(ok)" "$RIGDIR/$B/vfio-cfg.out"
+expect "$B: remove the instance" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
+
+echo "# (f) link outages under a borrow"
+lease_ms=$(ag_ctl lender --json status | jq -r .lease_ms)
+hold_borrow
+ended_before=$(ag_log lender | grep -c "lease of $LENDER_NVME by $B" || true)
+rig_link_cut 1
+expect "$B: link down" ntb_wait $B 30 "grep -qx 'link down' $FP_DBG/$NTB/link"
+sleep 2
+rig_link_restore 1
+expect "$B: the link is back" ntb_wait $B 60 "grep -qx 'handshake ok' $FP_DBG/$NTB/link"
+expect_eq "lender: a 2 s outage kept the lease" "$(ag_ctl lender --json borrows | jq -r '.leases[0].borrower')" $B
+expect_eq "lender: ... and ended none (log)" "$(ag_log lender | grep -c "lease of $LENDER_NVME by $B" || true)" "$ended_before"
+rig_link_cut 1
+t_cut=$(date +%s.%N)
+ended="lease of $LENDER_NVME by $B ended, its link down for ([0-9]+) ms: device unmapped, reset and free"
+expect "lender: a longer outage ends the lease" ag_wait_log lender $((lease_ms / 1000 + 30)) "$ended"
+t_end=$(_rig_elapsed "$t_cut")
+down_ms=$(ag_log lender | sed -nE "s/.*$ended.*/\1/p" | tail -n1)
+echo "lease ended $t_end s after the cut (lease $lease_ms ms; the lender saw the link down for $down_ms ms)"
+expect "... once the link was down for the lease time: $down_ms ms" test "$down_ms" -ge "$lease_ms"
+expect "... within lease_ms + 5 s of the cut: $t_end s" awk -v t="$t_end" -v b=$((lease_ms / 1000 + 5)) 'BEGIN { exit !(t <= b) }'
+expect_eq "lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
+expect "$B: its agent finds the lease lost and revokes the instance" ag_wait_log $B 30 \
+	"lease on lender/$LENDER_NVME is lost: .*; its instance revoked: the VFIO user is asked to release it"
+expect_eq "$B: farpass.ko revoked it (counter)" "$(fp_counter $B revoked)" 1
+rig_link_restore 1
+expect "$B: the link is back" ntb_wait $B 60 "grep -qx 'handshake ok' $FP_DBG/$NTB/link"
+timeouts=$(fp_counter $B upcall_timeouts)
+touch "$RIGDIR/$B/go"
+expect "$B: the VFIO user is done" ntb_wait $B 60 "test -s $RIGDIR/$B/vfio-cfg.out"
+sed "s/^/    vfio-cfg> /" "$RIGDIR/$B/vfio-cfg.out"
+expect "$B: ... asked to release the device (request eventfd), not told of an error (error eventfd)" \
+	grep -q "err_irq=0 req_irq=1" "$RIGDIR/$B/vfio-cfg.out"
+expect "$B: ... its accesses failed after the revoke (bus master off: ENODEV)" \
+	grep -q "cmd_off=0xffff(ENODEV)" "$RIGDIR/$B/vfio-cfg.out"
+expect "$B: its close (RETURN) left no upcall pending" ntb_wait $B 10 "grep -qx 'upcalls_pending 0' $FP_DBG/counters"
+expect_eq "$B: ... nor timed out" "$(fp_counter $B upcall_timeouts)" "$timeouts"
 expect "$B: remove the instance" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
 
 echo "# (d) a certificate from another CA"

@@ -29,9 +29,11 @@
 //   farpass-client vfio-info UUID [--hold S]              (VFIO group/container/device, GET_INFO;
 //                                                          keep it open S seconds)
 //   farpass-client vfio-cfg UUID                          (as QEMU: config region info, vendor/device,
-//                  BAR0 sizing, capability chain, bus master on/off, VFIO_DEVICE_RESET, ERR eventfd)
+//                  BAR0 sizing, capability chain, bus master on/off, VFIO_DEVICE_RESET, ERR and REQ
+//                  eventfds: "err_irq=0|1 req_irq=0|1", whether each fired)
 //   farpass-client vfio-dead UUID                         (the device must read as surprise-removed:
 //                  all-ones, writes and reset fail with ENODEV, the ERR eventfd fired)
+//   farpass-client link-status --ntb PCI                  (LINK_STATUS: "up=0|1 peer_ok=0|1 down_ms=N")
 //   farpass-client window --ntb PCI [--mw N]             (OUTBOUND_WINDOW: count, size, mmap cookie;
 //                  then mmap it whole and munmap; --mmap-extra N: N bytes more than the window;
 //                  --hold-until FILE: read its first word, wait until FILE exists, read it again: prints
@@ -353,6 +355,9 @@ int run_vfio_cfg(const Args &a, bool dead)
 	int efd = set_eventfd(v.dev, VFIO_PCI_ERR_IRQ_INDEX);
 	if (efd < 0)
 		return finish(a, errno, "SET_IRQS ERR eventfd");
+	int rfd = set_eventfd(v.dev, VFIO_PCI_REQ_IRQ_INDEX);
+	if (rfd < 0)
+		return finish(a, errno, "SET_IRQS REQ eventfd");
 	char d[512];
 	uint32_t id = 0;
 	double t0 = now_ms();
@@ -425,12 +430,13 @@ int run_vfio_cfg(const Args &a, bool dead)
 	int reset = ioctl(v.dev, VFIO_DEVICE_RESET) ? errno : 0;
 	e |= cfg.read(4, 2, cmd_reset);
 	bool fired = eventfd_fired(efd);
+	bool req_fired = eventfd_fired(rfd);
 	std::snprintf(d, sizeof(d),
 		      "vendor=%04x device=%04x first_read_ms=%.0f bar0=%#x/%#x sized=%#x/%#x addr=%#x bar0_region=%#llx "
-		      "caps=%s whole_read=%d cmd_on=%#x(%s) cmd_off=%#x(%s) reset=%s cmd_after_reset=%#x err_irq=%d",
+		      "caps=%s whole_read=%d cmd_on=%#x(%s) cmd_off=%#x(%s) reset=%s cmd_after_reset=%#x err_irq=%d req_irq=%d",
 		      id & 0xffff, id >> 16, ms, bar0, bar1, m0, m1, bar0_addr,
 		      static_cast<unsigned long long>(bri.size), caps.c_str(), whole_ok, cmd_on, ename(bm_on), cmd_off,
-		      ename(bm_off), ename(reset), cmd_reset, fired);
+		      ename(bm_off), ename(reset), cmd_reset, fired, req_fired);
 	return finish(a, e ? EIO : 0, d);
 }
 
@@ -2181,6 +2187,15 @@ int run(const Args &a)
 		return run_agent(a, fd);
 	if (a.action == "window")
 		return run_window(a, fd);
+	if (a.action == "link-status") {
+		farpass_link_status st{};
+		st.argsz = sizeof(st);
+		copy_name(st.ntb, a.str("ntb", "0000:00:0a.0"));
+		int err = ioctl(fd, FARPASS_IOCTL_LINK_STATUS, &st) ? errno : 0;
+		return finish(a, err, err ? "" : "up=" + std::to_string(st.state & FARPASS_LINK_UP ? 1 : 0) +
+					      " peer_ok=" + std::to_string(st.state & FARPASS_LINK_PEER_OK ? 1 : 0) +
+					      " down_ms=" + std::to_string(st.down_ms));
+	}
 	if (a.action == "edu-dma")
 		return run_edu_dma(a, fd);
 	if (a.action == "window-rw")

@@ -38,8 +38,8 @@ peek() {
 
 echo "# (a) the windows"
 for vm in lender $B; do
-	expect "$vm: VERSION reports FARPASS_FEAT_DATA_PATH" \
-		rig_run $vm -- "$FP_CLIENT version | grep -q 'features=0xf$'"
+	expect "$vm: VERSION reports FARPASS_FEAT_DATA_PATH (and LINK_STATUS)" \
+		rig_run $vm -- "$FP_CLIENT version | grep -q 'features=0x1f$'"
 	expect_eq "$vm: the ack page is mapped in the BAR window" "$(fp_counter $vm xwin_bar_bytes)" 4096
 	expect_eq "$vm: the ring area is mapped in the DMA window" "$(fp_counter $vm xwin_dma_bytes)" 65536
 done

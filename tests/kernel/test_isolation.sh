@@ -40,7 +40,9 @@
 #      may then take it); a dead instance (its RESET unanswered) still sends RETURN at close; a link
 #      outage (the relay on L0 cuts link 1 and restores it: both ends go down and up, the lender's end
 #      keeps its epoch) does not free a quarantined range, nor does the lender's NTB going away (link
-#      down); the lender's NTB probed again (a new epoch in its HELLO) does.
+#      down); the lender's NTB probed again (a new epoch in its HELLO) does. LINK_STATUS during the
+#      outage: down, no peer, down_ms growing (by 1 s at least over 2 s on L0); after it: up, peer_ok,
+#      down_ms 0; of an NTB farpass does not have: ENODEV.
 #  (8) while the borrower's NTB is unbound and its removal waits for a VFIO user that holds device 8
 #      open (45 s) and ignores the request to let go, VERSION (which takes the global lock) answers
 #      within 10 s; the removal ends once the user closes (no link left).
@@ -235,8 +237,18 @@ epoch0=$(peer_epoch)
 rig_link_cut 1
 expect "borrower: link down (cut)" ntb_wait $B 30 "grep -qx 'link down' $FP_DBG/$NTB/link"
 expect "lender: link down (cut)" ntb_wait lender 30 "grep -qx 'link down' $FP_DBG/$LNTB/link"
+st1=$(fp_client $B link-status --ntb $NTB)
+sleep 2
+st2=$(fp_client $B link-status --ntb $NTB)
+echo "LINK_STATUS: $st1, then $st2"
+expect_eq "LINK_STATUS during the outage: up, peer_ok" "$(fp_field "$st1" up)/$(fp_field "$st1" peer_ok)" 0/0
+expect "... down_ms grows by 1000 at least over 2 s" test $(($(fp_field "$st2" down_ms) - $(fp_field "$st1" down_ms))) -ge 1000
 rig_link_restore 1
 expect "borrower: link up and handshake done again" ntb_wait $B 60 "grep -qx 'handshake ok' $FP_DBG/$NTB/link"
+st=$(fp_client $B link-status --ntb $NTB)
+expect_eq "LINK_STATUS after the outage: up, peer_ok, down_ms" \
+	"$(fp_field "$st" up)/$(fp_field "$st" peer_ok)/$(fp_field "$st" down_ms)" 1/1/0
+expect "LINK_STATUS of an NTB farpass does not have: ENODEV" fp_client $B link-status --ntb 0000:00:1f.7 --expect ENODEV
 expect_eq "... with the lender's end's epoch unchanged" "$(peer_epoch)" "$epoch0"
 expect_eq "after the outage: dma_quarantined" "$(fp_counter $B dma_quarantined)" 1
 rig_run lender -- "echo $LNTB > /sys/bus/pci/drivers/ntb_hw_epf/unbind"

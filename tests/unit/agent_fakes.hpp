@@ -342,6 +342,16 @@ public:
 		withdrawn.push_back(id);
 		return pending;
 	}
+	bool revoke(std::uint32_t device_id) override
+	{
+		note("revoke " + std::to_string(device_id));
+		if (!announced.count(device_id))
+			throw AgentError(ErrorCode::system_error, ENOENT, "REVOKE_DEVICE: ENOENT");
+		if (!instances.count(device_id))
+			throw AgentError(ErrorCode::system_error, ENODATA, "REVOKE_DEVICE: ENODATA");
+		revoked.push_back(device_id);
+		return true;
+	}
 	std::vector<DmaSlot> dma_layout(std::uint32_t device_id) override
 	{
 		note("dma_layout " + std::to_string(device_id));
@@ -389,6 +399,11 @@ public:
 	}
 	void complete(std::uint64_t seq, const UpcallReply &reply) override { replies[seq] = reply; }
 	std::span<std::byte> outbound_window(const std::string &) override { return window; }
+	std::optional<std::uint64_t> link_down_ms(const std::string &ntb) override
+	{
+		const auto link = links_down_ms.find(ntb);
+		return link == links_down_ms.end() ? std::optional<std::uint64_t>{0} : link->second;
+	}
 
 	bool loaded = true;
 	bool pending = false;
@@ -397,6 +412,8 @@ public:
 	std::map<std::uint32_t, RemoteDevice> announced;
 	std::vector<std::uint32_t> withdrawn;
 	std::set<std::uint32_t> busy;
+	std::set<std::uint32_t> instances; // ids with an instance (REVOKE_DEVICE finds one)
+	std::vector<std::uint32_t> revoked;
 	std::vector<Upcall> upcalls;
 	std::map<std::uint64_t, UpcallReply> replies;
 	std::vector<std::byte> window = std::vector<std::byte>(1 << 20);
@@ -406,6 +423,7 @@ public:
 	std::map<unsigned, int> fail_bar_map; // bar -> errno of its map
 	std::map<std::pair<std::string, std::uint32_t>, std::size_t> relays; // (ntb, slot) -> vectors
 	int fail_irq_bridge = 0;
+	std::map<std::string, std::optional<std::uint64_t>> links_down_ms; // absent: up (0)
 	Journal *journal = nullptr;
 
 private:

@@ -270,6 +270,42 @@ TEST_CASE("held leases are renewed every lease_ms / 3 and outlive many lease tim
 	CHECK_FALSE(f.borrower->devices().begin()->second.lease);
 }
 
+TEST_CASE("a lease the lender ended while renewed (its link down) revokes the device's instance, once")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	f.kernel.instances.insert(f.nvme_id());
+	const std::string ntb = f.lender.lender->devices().at(nvme_address).data_path_ntb;
+	REQUIRE_FALSE(ntb.empty());
+	f.lender.kernel.links_down_ms[ntb] = 10'000;
+	REQUIRE(f.lender.lender->expire_due().size() == 1);
+	for (int i = 0; i < 5; i++) { // the next renewal finds the lease gone; later ticks renew nothing
+		f.advance(1000);
+		f.borrower->tick();
+	}
+	CHECK_FALSE(f.borrower->devices().begin()->second.lease);
+	CHECK(f.kernel.revoked == std::vector<std::uint32_t>{f.nvme_id()});
+	CHECK(std::count_if(f.log.begin(), f.log.end(), [](const std::string &line) {
+		      return line.find("is lost: ") != std::string::npos &&
+			     line.ends_with("; its instance revoked: the VFIO user is asked to release it");
+	      }) == 1);
+}
+
+TEST_CASE("a lost lease of a device without an instance revokes nothing, and says so")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	f.advance(10'000); // no renewal: lost at the lender
+	REQUIRE(f.lender.lender->expire_due().size() == 1);
+	f.advance(1000);
+	f.borrower->tick();
+	CHECK(f.kernel.revoked.empty());
+	CHECK(std::count_if(f.log.begin(), f.log.end(),
+			    [](const std::string &line) { return line.ends_with("is lost: ") || line.ends_with("; no instance to revoke"); }) == 1);
+}
+
 TEST_CASE("a borrower whose wall clock steps back 60 s goes on renewing on time (monotonic clock)")
 {
 	BorrowerFixture f; // lease_ms 10 000: a renewal every 3333 ms

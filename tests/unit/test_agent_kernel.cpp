@@ -34,6 +34,7 @@ struct FakeKernel {
 	// Outbound windows of the one NTB "0000:00:0a.0" (sizes), link state, and the live mappings.
 	std::vector<std::uint64_t> windows{64 << 20, 1u << 30};
 	bool link_up = true;
+	std::uint64_t down_ms = 0; // LINK_STATUS while the link is down
 	std::map<std::uint64_t, std::vector<std::byte>> mapped; // by mmap offset
 	int maps = 0, unmaps = 0;
 	// The data path: DMA layouts by device id, BAR window mappings (ntb, pci, bar) -> (offset, size),
@@ -181,6 +182,18 @@ public:
 				kernel_.relays.erase({b->ntb, b->irq_slot});
 			else
 				kernel_.relays[{b->ntb, b->irq_slot}] = b->start + b->count;
+			return 0;
+		}
+		case FARPASS_CMD_LINK_STATUS: {
+			if (!(kernel_.features & FARPASS_FEAT_LINK_STATUS))
+				return ENOTTY;
+			auto *st = static_cast<farpass_link_status *>(argument);
+			if (argsz < sizeof(*st) || flags || st->pad || !nul_terminated(st->ntb))
+				return EINVAL;
+			if (std::string(st->ntb) != "0000:00:0a.0")
+				return ENODEV;
+			st->state = kernel_.link_up ? FARPASS_LINK_UP | FARPASS_LINK_PEER_OK : 0;
+			st->down_ms = kernel_.link_up ? 0 : kernel_.down_ms;
 			return 0;
 		}
 		default:
@@ -504,6 +517,26 @@ TEST_CASE("the data path: DMA_LAYOUT slots, BAR_MAP and its unmap, IRQ_BRIDGE wi
 	CHECK(f.kernel.last_bridge_argsz == sizeof(farpass_irq_bridge));
 	CHECK(f.kernel.relays.empty());
 	CHECK(error_number_of([&] { f.port.irq_bridge("0000:00:0a.0", 3, 0, std::vector<int>{-1}); }) == EBADF);
+}
+
+TEST_CASE("link_down_ms: LINK_STATUS's down_ms; nothing from a kernel without it, for an unknown NTB, or unloaded")
+{
+	Fixture f;
+	f.kernel.features |= FARPASS_FEAT_LINK_STATUS;
+	CHECK(f.port.link_down_ms("0000:00:0a.0") == std::uint64_t{0});
+	f.kernel.link_up = false;
+	f.kernel.down_ms = 12'345;
+	CHECK(f.port.link_down_ms("0000:00:0a.0") == std::uint64_t{12'345});
+	CHECK_FALSE(f.port.link_down_ms("0000:00:0b.0"));	// ENODEV
+	CHECK_FALSE(f.port.link_down_ms(std::string(40, 'x'))); // too long for the struct: never sent
+	CHECK(std::count(f.kernel.commands.begin(), f.kernel.commands.end(), FARPASS_CMD_LINK_STATUS) == 3);
+
+	Fixture old; // no FARPASS_FEAT_LINK_STATUS: not even asked
+	CHECK_FALSE(old.port.link_down_ms("0000:00:0a.0"));
+	CHECK(std::count(old.kernel.commands.begin(), old.kernel.commands.end(), FARPASS_CMD_LINK_STATUS) == 0);
+	Fixture unloaded;
+	unloaded.loaded = false;
+	CHECK_FALSE(unloaded.port.link_down_ms("0000:00:0a.0"));
 }
 
 TEST_CASE("a kernel without the data path answers EOPNOTSUPP, named as such")

@@ -519,6 +519,43 @@ TEST_CASE("no data path (older kernel, or no NTB configured towards the borrower
 	CHECK(since(agent.journal, from).empty());
 }
 
+TEST_CASE("a lease whose link has been down for a lease time ends, renewed or not; shorter outages and unknown links do not")
+{
+	AgentFixture agent(10'000);
+	agent.lender->lend(nic_address);
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	REQUIRE(agent.lender->devices().at(nic_address).data_path_ntb == lender_ntb);
+	agent.lender->map_dma(nic_address, "borrower-b", lease.id, 0x100000, 0x2000, 0x1000);
+
+	// Down for less than a lease time: kept (the guest's driver may ride it out).
+	agent.kernel.links_down_ms[lender_ntb] = 9'999;
+	CHECK(agent.lender->expire_due().empty());
+	// The kernel cannot tell (old kernel, NTB gone): only the lease time counts.
+	agent.kernel.links_down_ms[lender_ntb] = std::nullopt;
+	CHECK(agent.lender->expire_due().empty());
+	// Renewed over the management network all along, but the link down for a lease time: it ends.
+	agent.clock.now += 5'000;
+	agent.lender->renew(nic_address, "borrower-b", lease.id);
+	agent.kernel.links_down_ms[lender_ntb] = 10'000;
+	const auto expired = agent.lender->expire_due();
+	REQUIRE(expired.size() == 1);
+	CHECK(expired[0].lease.id == lease.id);
+	CHECK(expired[0].link_down_ms == 10'000);
+	CHECK(agent.vfio.records.at(nic_address)->mappings.empty());
+	CHECK(agent.vfio.records.at(nic_address)->resets == 1);
+	CHECK(agent.kernel.bars.empty());
+	CHECK_FALSE(agent.lender->devices().at(nic_address).lease);
+	CHECK(code_of([&] { agent.lender->renew(nic_address, "borrower-b", lease.id); }) == ErrorCode::no_such_lease);
+	// A lease ending by its time says so (link_down_ms 0), link up or not.
+	agent.kernel.links_down_ms.erase(lender_ntb);
+	const Lease second = agent.lender->acquire(nic_address, "borrower-b");
+	agent.clock.now += 10'000;
+	const auto timed_out = agent.lender->expire_due();
+	REQUIRE(timed_out.size() == 1);
+	CHECK(timed_out[0].lease.id == second.id);
+	CHECK(timed_out[0].link_down_ms == 0);
+}
+
 TEST_CASE("irq.set: eventfds to VFIO, then the same to IRQ_BRIDGE on the holder's slot; count 0 disarms both")
 {
 	AgentFixture agent;
