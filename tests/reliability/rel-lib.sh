@@ -33,6 +33,17 @@ rel_row() {
 }
 
 
+# A fault under one guest's writes (test_lender_reset, test_link_outage): borrower1's guest writes
+# REL_REGION with 4 KiB blocks (4 MiB from 64 MiB on), the fault comes once REL_FAULT_AFTER_KB have
+# completed. rel_guest_up UUID: the rig with the remote NVMe as mdev UUID on borrower1 (B, IMG).
+REL_REGION=4096:$((64 << 20)):$((4 << 20))
+REL_FAULT_AFTER_KB=1024
+rel_guest_up() {
+	B=borrower1
+	e2e_remote_up $B "$1" 1024
+	IMG=$(rig_lender_nvme_img)
+}
+
 # rel_guest_script TAG REGION MARK: an L2 script that writes REGION with fio's progress job (e2e-lib.sh)
 # once the remote disk is there, then reads it all back (verify-only, its status on the line
 # "MARK bs=4096 rc=N") and prints the guest's nvme log lines as "E2E-NVME-LOG ...".
@@ -58,6 +69,23 @@ rel_resumed_after() {
 		[ ! -e "$(rig_vm_dir "$1")/l2.rc" ] || return 0
 		sleep 1
 	done
+}
+
+# rel_expect_back UPS R0: the end of a fault under borrower1's guest, once it powered off: checks (e) the
+# device returned (free and reset on the lender), borrower1's agent logged a borrow and a give-back for
+# each of the UPS controller bring-ups of the guest's driver, both hosts' resources are R0 again (the
+# summary row says so), and (f) both kernel logs are clean.
+rel_expect_back() {
+	local r1 back
+	ag_expect_returned $B 60 "(e)"
+	e2e_expect_borrows $B "$1" "(e) borrower1's agent: a borrow and a give-back per controller bring-up ($1)"
+	r1=$(e2e_resources $B)
+	e2e_resources_show "$r1"
+	back=$(e2e_resources_changed "$2" "$r1")
+	rel_row 'resources back to baseline' "$([ -z "$back" ] && echo yes || echo "no: $back")"
+	expect_eq "(e) resources of the lender and borrower1 as before the guest" "$back" ""
+	expect_klog_clean $B
+	expect_klog_clean lender
 }
 
 # rel_nvme_bringups OUT: how many times the guest's nvme driver brought the controller up (its probe and

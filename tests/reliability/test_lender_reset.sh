@@ -27,16 +27,11 @@
 set -euo pipefail
 . "$(dirname "$0")/rel-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
-# fio: 4 KiB sequential writes over 4 MiB from 64 MiB on; the reset once 1 MiB has completed.
-REGION=4096:$((64 << 20)):$((4 << 20))
-RESET_AFTER_KB=1024
+REGION=$REL_REGION
 E2E_REGIONS=("$REGION")
 E2E_L2_APPEND='nvme_core.io_timeout=10 nvme_core.admin_timeout=10'
-
-B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e2f4
-e2e_remote_up $B $U 1024
-IMG=$(rig_lender_nvme_img)
+rel_guest_up $U
 rel_row scenario "4: the lender's device reset" outage "function-level reset of the NVMe on the lender during fio"
 
 tag=$(e2e_tag)
@@ -47,7 +42,7 @@ e2e_resources_show "$r0"
 e2e_l2_start $B 256M "$(rel_guest_script "$tag" "$REGION" E2E-RESET-VERIFY)" \
 	-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
 log=$E2E_L2_LOG
-e2e_wait_done_kb $B "$log" $RESET_AFTER_KB
+e2e_wait_done_kb $B "$log" $REL_FAULT_AFTER_KB
 IFS=: read -r _ _ size <<<"$REGION"
 size_kb=$((size >> 10))
 
@@ -84,12 +79,4 @@ expect_eq "(e) L2's script exited with status" "$(sed -n 's/^L2-SCRIPT-RC //p' <
 rel_row 'what the guest saw' "device reset after $((kb / 4)) blocks acknowledged: nvme timeout and controller reset, fio went on" \
 	'blocks checked' "$((size_kb / 4)) of 4 KiB, read back in the guest and on L0"
 e2e_expect_written "$IMG" "$tag"
-ag_expect_returned $B 60 "(e)"
-e2e_expect_borrows $B "$ups" "(e) borrower1's agent: a borrow and a give-back per controller bring-up ($ups)"
-r1=$(e2e_resources $B)
-e2e_resources_show "$r1"
-back=$(e2e_resources_changed "$r0" "$r1")
-rel_row 'resources back to baseline' "$([ -z "$back" ] && echo yes || echo "no: $back")"
-expect_eq "(e) resources of the lender and borrower1 as before the guest" "$back" ""
-expect_klog_clean $B
-expect_klog_clean lender
+rel_expect_back "$ups" "$r0"
