@@ -69,3 +69,11 @@ qemu_paths() {
 	FARPASS_QEMU=$FARPASS_QEMU_DIR/bin/qemu-system-x86_64
 }
 qemu_paths
+
+# The L2 guests' initramfs (setup.sh l2 packs it), keyed like the QEMU by what makes it in this checkout
+# (its /init and setup.sh's packing), so that checkouts with another init each boot their own. rig.env's
+# FARPASS_L2_INITRD, which this overrides, is for checkouts older than this key.
+# A missing file hashes as absent, as in qemu_patch_hash.
+FARPASS_L2_INITRD=$FARPASS_CACHE/l2-initrd-$({ (cat "$FARPASS_TOP/vm-images/l2-init.sh" &&
+	sed -n '/^pack_l2_initrd() {/,/^}/p' "$FARPASS_TOP/vm-images/setup.sh") 2>/dev/null || true; } |
+	sha256sum | cut -c1-12).gz

@@ -207,7 +207,6 @@ kernel_paths() {
 	FARPASS_NTB_SYMVERS=$FARPASS_KBUILD/ntb/Module.symvers
 	FARPASS_L1_INITRD=$FARPASS_KDIR/l1-initrd.gz
 	FARPASS_L2_KERNEL=$FARPASS_KDIR/l2/vmlinux
-	FARPASS_L2_INITRD=$FARPASS_KDIR/l2/initrd.gz
 	FARPASS_L2_FIO=$FARPASS_KDIR/l2/fio
 	FARPASS_ROOTFS=$FARPASS_CACHE/rootfs-bookworm-$(rootfs_hash)
 }
@@ -498,9 +497,26 @@ step_l2_fio() {
 	fi
 }
 
+# The L2 initramfs ($FARPASS_L2_INITRD, keyed by env.sh): busybox with its applets linked in /bin (the
+# guest's init then starts no process to make them), the fio above, l2-init.sh as /init.
+pack_l2_initrd() {
+	local d a
+	d=$(mktemp -d "$FARPASS_KDIR/l2-initrd.XXXXXX")
+	mkdir -p "$d"/{bin,dev,proc,sys,tmp}
+	cp /bin/busybox "$FARPASS_L2_FIO" "$d/bin/"
+	for a in $(/bin/busybox --list); do
+		[ -e "$d/bin/$a" ] || ln -s busybox "$d/bin/$a"
+	done
+	cp "$VM_IMAGES/l2-init.sh" "$d/init"
+	chmod 755 "$d/init"
+	(cd "$d" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$FARPASS_L2_INITRD.tmp"
+	mv "$FARPASS_L2_INITRD.tmp" "$FARPASS_L2_INITRD"
+	rm -rf "$d"
+}
+
 step_l2() {
 	need_kernel
-	local hash d
+	local hash
 	hash=$( (printf '%s\n' "$KDEB_VERSION" "${L2_CONFIG[@]}") | sha256sum | cut -c1-16)
 	if ! is_current "$FARPASS_L2_KERNEL" "$hash"; then
 		if [ ! -e "$FARPASS_KDIR/src-full/.done" ]; then
@@ -515,16 +531,7 @@ step_l2() {
 	step_l2_fio
 	hash=$(inputs_hash "$VM_IMAGES/l2-init.sh" /bin/busybox "$FARPASS_L2_FIO")
 	if ! is_current "$FARPASS_L2_INITRD" "$hash"; then
-		d=$(mktemp -d "$FARPASS_KDIR/l2-initrd.XXXXXX")
-		mkdir -p "$d"/{bin,dev,proc,sys,tmp}
-		cp /bin/busybox "$d/bin/busybox"
-		cp "$FARPASS_L2_FIO" "$d/bin/fio"
-		ln -s busybox "$d/bin/sh"
-		cp "$VM_IMAGES/l2-init.sh" "$d/init"
-		chmod 755 "$d/init"
-		(cd "$d" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$FARPASS_L2_INITRD.tmp"
-		mv "$FARPASS_L2_INITRD.tmp" "$FARPASS_L2_INITRD"
-		rm -rf "$d"
+		pack_l2_initrd
 		mark_current "$FARPASS_L2_INITRD" "$hash"
 	fi
 	write_rig_env

@@ -19,6 +19,10 @@ E2E_UNWRITTEN=4096:$((32 << 20)):$((2 << 20))
 # The tests boot a copy in $RIGDIR: a set-up running meanwhile (another checkout) cannot swap it.
 E2E_L2_INITRD=$RIGDIR/l2-initrd.gz
 e2e_check_setup() {
+	if [ ! -e "$FARPASS_L2_INITRD" ]; then
+		echo "no L2 initramfs $FARPASS_L2_INITRD for this checkout's l2-init.sh: run vm-images/setup.sh l2" >&2
+		return 1
+	fi
 	cp "$FARPASS_L2_INITRD" "$E2E_L2_INITRD"
 	if ! gzip -dc "$E2E_L2_INITRD" | cpio -t --quiet 2>/dev/null | grep -qx bin/fio; then
 		echo "no fio in $FARPASS_L2_INITRD: run vm-images/setup.sh l2" >&2
@@ -168,6 +172,12 @@ e2e_fio_script() {
 # serial port is a FIFO pair in the L1 (/tmp/l2ctl.in/.out): a guest script that pauses
 # (E2E_GUEST_PAUSE) reads it, e2e_l2_continue writes it. Its QMP socket is /tmp/l2qmp.sock (e2e_qmp).
 E2E_L2_TIMEOUT=${E2E_L2_TIMEOUT:-1200}
+# How every L2 boots (here and lv_domain_xml). Under nested TCG its kernel spent 8 of its ~35 s start
+# making the device nodes of 256 legacy BSD pty pairs, 1-5 s starting IPv6 and 0.3-4 s probing a PS/2
+# keyboard and mouse (docs/rig.md): the command line skips those (tests use IPv4 only) and the timer
+# interrupt check, and the machine has no PS/2 controller, SATA, SMBus, SMM or VMware port (none used).
+E2E_L2_MACHINE=q35,i8042=off,sata=off,smbus=off,smm=off,vmport=off
+E2E_L2_CMDLINE="console=ttyS0 quiet panic=-1 pty.legacy_count=0 ipv6.disable=1 no_timer_check"
 # Guest script text: defines e2e_pause MARK (prints "E2E-WAIT MARK", waits for e2e_l2_continue). ttyS1
 # is opened once here: input arriving while it is closed would be dropped.
 E2E_GUEST_PAUSE='exec 3</dev/ttyS1; e2e_pause() { echo "E2E-WAIT $1"; read -r _ <&3; }'
@@ -181,11 +191,11 @@ e2e_l2_start() {
 	run=$dir/l2-run-$E2E_L2_SEQ.sh
 	printf '%s\n' "$script" >"$dir/l2-script-$E2E_L2_SEQ"
 	{
-		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M q35 -accel tcg -m "$mem" -nodefaults \
+		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M "$E2E_L2_MACHINE" -accel tcg -m "$mem" -nodefaults \
 			-display none "${noreboot[@]}" -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
 			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl -qmp unix:/tmp/l2qmp.sock,server=on,wait=off \
 			-kernel "$FARPASS_L2_KERNEL" -initrd "$E2E_L2_INITRD" \
-			-append "console=ttyS0 quiet panic=-1${E2E_L2_APPEND:+ $E2E_L2_APPEND}" \
+			-append "$E2E_L2_CMDLINE${E2E_L2_APPEND:+ $E2E_L2_APPEND}" \
 			-fw_cfg "name=opt/farpass/script,file=$dir/l2-script-$E2E_L2_SEQ" "$@"
 		echo "</dev/null >$dir/l2-qemu.log 2>&1"
 		echo "echo \$? >$dir/l2.rc"

@@ -117,6 +117,9 @@ lv_hostdev_xml() {
 # and initramfs ($E2E_L2_INITRD, e2e-lib.sh) directly, which runs the file SCRIPT (passed by fw_cfg, as
 # e2e_l2_start does) and powers off (ACPI); its console goes to the file CONSOLE, a path in the L1 (in
 # /var/log/libvirt/qemu: lv_qemu_log); two PCIe root ports (no USB) take its device and hot-added ones.
+# It boots as e2e_l2_start's guests do (E2E_L2_MACHINE, E2E_L2_CMDLINE) but for q35's SATA and SMBus,
+# which libvirt always adds, and the PS/2 controller, which libvirt 9.0 cannot leave out: the kernel
+# leaves its ports alone instead (i8042.nokbd, i8042.noaux: no keyboard or mouse probing).
 # With HOSTDEV-UUID, that mdev is one of its devices.
 lv_domain_xml() {
 	local name=$1 mem=$2 script=$3 console=$4 uuid=${5:-}
@@ -129,12 +132,12 @@ lv_domain_xml() {
     <type arch='x86_64' machine='q35'>hvm</type>
     <kernel>$FARPASS_L2_KERNEL</kernel>
     <initrd>$E2E_L2_INITRD</initrd>
-    <cmdline>console=ttyS0 quiet panic=-1</cmdline>
+    <cmdline>$E2E_L2_CMDLINE i8042.nokbd i8042.noaux</cmdline>
   </os>
   <sysinfo type='fwcfg'>
     <entry name='opt/farpass/script' file='$script'/>
   </sysinfo>
-  <features><acpi/></features>
+  <features><acpi/><smm state='off'/><vmport state='off'/></features>
   <on_reboot>destroy</on_reboot>
   <devices>
     <serial type='file'><source path='$console'/><target port='0'/></serial>
