@@ -79,4 +79,5 @@ expect_eq "(e) L2's script exited with status" "$(sed -n 's/^L2-SCRIPT-RC //p' <
 rel_row 'what the guest saw' "device reset after $((kb / 4)) blocks acknowledged: nvme timeout and controller reset, fio went on" \
 	'blocks checked' "$((size_kb / 4)) of 4 KiB, read back in the guest and on L0"
 e2e_expect_written "$IMG" "$tag"
-rel_expect_back "$ups" "$r0"
+e2e_expect_borrows $B "$ups" "(e) borrower1's agent: a borrow and a give-back per controller bring-up ($ups)"
+rel_expect_back "$r0"

@@ -89,4 +89,5 @@ rel_row 'what the guest saw' "link down after $((kb / 4)) blocks acknowledged: n
 e2e_expect_written "$IMG" "$tag"
 expect_eq "(e) lender: the lease did not end while the link was down (agent log)" \
 	"$(grep 'expired' <<<"$during" || true)" ""
-rel_expect_back "$ups" "$r0"
+e2e_expect_borrows $B "$ups" "(e) borrower1's agent: a borrow and a give-back per controller bring-up ($ups)"
+rel_expect_back "$r0"
