@@ -53,8 +53,8 @@ check-e2e: build
 check-other-kernel: build
 	. vm-images/env.sh && tests/run-suites.sh kernel@$$FARPASS_KERNEL_OTHER e2e@$$FARPASS_KERNEL_OTHER
 
-# Faults while an L2 guest runs fio with verify on the remote NVMe: its borrower host killed, the lender's
-# device reset, hot-plug churn; every block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
+# Faults while an L2 guest runs fio with verify on the remote NVMe: link outages shorter and longer than the
+# lease, its borrower host killed, the lender's device reset, hot-plug churn; every block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
 check-reliability: build
 	tests/run-suites.sh reliability
 

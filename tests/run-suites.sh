@@ -5,9 +5,9 @@
 # not ours (tests/rig/l1-hang.sh: l1_hang_verdict) runs once more; the first attempt's logs stay in
 # rig-out/<test>.hang. A test that passes only on its rerun is FLAKY: the summary lists it, and more than
 # one FLAKY test fails the run.
-# A test may leave a row for its suite's summary table in rig-out/<test>/summary.row (a header line and a
-# value line, tab-separated: tests/reliability/rel-lib.sh); the suite ends with the table of the rows its
-# tests left in this run, each with the test's result.
+# A test may leave rows for its suite's summary table in rig-out/<test>/summary.row (a header line and a
+# value line per row, tab-separated: tests/reliability/rel-lib.sh); the suite ends with the table of the
+# rows its tests left in this run, each with the test's result.
 # SUITE@SERIES runs the suite's tests on the L1 kernel series SERIES (FARPASS_KERNEL=SERIES, vm-images/env.sh),
 # each with its logs in rig-out/<test>@SERIES.
 # usage: tests/run-suites.sh SUITE[@SERIES]...
@@ -47,7 +47,9 @@ suite_table() {
 			echo "=== summary"
 			printf '| test | %s |\n' "${header//$'\t'/ | }"
 		fi
-		printf '| %s %s | %s |\n' "$name" "${r##* }" "$(tail -n1 "$row" | sed 's/\t/ | /g')"
+		tail -n +2 "$row" | sed 's/\t/ | /g' | while IFS= read -r line; do
+			printf '| %s %s | %s |\n' "$name" "${r##* }" "$line"
+		done
 	done
 }
 

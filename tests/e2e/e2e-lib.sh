@@ -96,29 +96,30 @@ E2E_GUEST_PFNS='e2e_pfns() {
 	echo "E2E-PFN bs=$2 samples=$n present=$p below4g=$l min=$(printf %#x ${min:-0}) max=$(printf %#x ${max:-0})"
 }'
 
-# e2e_fio_progress_job TAG REGION: a guest script line running fio sequential write with verify over REGION
-# ("BS:OFFSET:SIZE" on /dev/nvme0n1, pattern 0xTAG%o as e2e_fio_jobs), which prints once a second how
-# much of it had completed ("E2E-DONE-KB N": fio's write kilobytes, terse field 47). With direct psync
-# I/O at queue depth 1 in offset order, the first N KiB of the region were written and acknowledged by
-# the device when the line was printed, whatever happens to the guest afterwards.
+# e2e_fio_progress_job TAG REGION [NAME]: a guest script line running fio sequential write with verify over
+# REGION ("BS:OFFSET:SIZE" on /dev/nvme0n1, pattern 0xTAG%o as e2e_fio_jobs), which prints once a second
+# how much of it had completed ("E2E-DONE-KB N", or "E2E-DONE-KB-NAME N" for a script with several such
+# jobs: fio's write kilobytes, terse field 47). With direct psync I/O at queue depth 1 in offset order, the
+# first N KiB of the region were written and acknowledged by the device when the line was printed,
+# whatever happens to the guest afterwards.
 e2e_fio_progress_job() {
 	local tag=$1 bs off size
 	IFS=: read -r bs off size <<<"$2"
 	echo "fio --thread --name=seq$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync --rw=write --bs=$bs \
 --offset=$off --size=$size --verify=pattern --verify_pattern=0x$tag%o --do_verify=1 --verify_fatal=1 \
---status-interval=1 --output-format=terse | awk -F';' '{ print \"E2E-DONE-KB \" \$47; fflush() }'"
+--status-interval=1 --output-format=terse | awk -F';' '{ print \"E2E-DONE-KB${3:+-$3} \" \$47; fflush() }'"
 }
 
-# e2e_done_kb LOG: the KiB an e2e_fio_progress_job last said had completed in the guest console LOG (empty
-# before its first report).
-e2e_done_kb() { [ ! -e "$1" ] || sed -n 's/^E2E-DONE-KB \([0-9]*\).*/\1/p' "$1" | tail -n1; }
+# e2e_done_kb LOG [NAME]: the KiB an e2e_fio_progress_job (named NAME) last said had completed in the guest
+# console LOG (empty before its first report).
+e2e_done_kb() { [ ! -e "$1" ] || sed -n "s/^E2E-DONE-KB${2:+-$2} \([0-9]*\).*/\1/p" "$1" | tail -n1; }
 
-# e2e_wait_done_kb VM LOG KB: wait (up to 900 s) until the progress job in VM's L2 with console LOG has
-# completed KB KiB, or that L2 has ended.
+# e2e_wait_done_kb VM LOG KB [NAME]: wait (up to 900 s) until the progress job (named NAME) in VM's L2 with
+# console LOG has completed KB KiB, or that L2 has ended.
 e2e_wait_done_kb() {
 	local kb
 	for _ in $(seq 900); do
-		kb=$(e2e_done_kb "$2")
+		kb=$(e2e_done_kb "$2" "${4:-}")
 		if [ "${kb:-0}" -ge "$3" ] || [ -e "$(rig_vm_dir "$1")/l2.rc" ]; then
 			return 0
 		fi
