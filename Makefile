@@ -58,9 +58,10 @@ check-other-kernel: build
 check-reliability: build
 	tests/run-suites.sh reliability
 
-# The long variants: check-reliability with 100 hot-plug cycles, the kernel fuzz 10 min per seed.
+# The long variants: check-reliability with 100 hot-plug cycles, four guests on one link (tests/soak/),
+# the kernel fuzz 10 min per seed.
 soak: build
-	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability
+	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak
 	FP_FUZZ_MS=600000 bash tests/kernel/test_fuzz.sh
 
 bench: build

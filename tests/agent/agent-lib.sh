@@ -205,18 +205,18 @@ ag_expect_returned() {
 }
 
 # ag_expect_free LABEL: the lender has no borrow, lists $AG_LENT free, keeps it on vfio-pci, with bus
-# master off (and the rig's NVMe reset: CSTS.RDY 0).
+# master off (and an NVMe reset: CSTS.RDY 0).
 ag_expect_free() {
 	local label=$1 cmd csts
 	expect_eq "$label lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
 	expect_eq "$label lender: list shows it free" \
-		"$(ag_ctl lender --json list | jq -r '.devices[0] | "\(.pci) \(.borrower)"')" "$AG_LENT null"
+		"$(ag_ctl lender --json list | jq -r --arg p "$AG_LENT" '.devices[] | select(.pci == $p) | "\(.pci) \(.borrower)"')" "$AG_LENT null"
 	expect_eq "$label lender: $AG_LENT is still on vfio-pci" \
 		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$AG_LENT/driver)")" vfio-pci
 	cmd=0x$(rig_run lender -- "setpci -s $AG_LENT COMMAND")
 	echo "lender: command=$cmd"
 	expect "$label lender: bus master off" test $((cmd & 4)) = 0
-	if [ "$AG_LENT" = "$LENDER_NVME" ]; then
+	if [ "$(rig_run lender -- "cat /sys/bus/pci/devices/$AG_LENT/class")" = 0x010802 ]; then
 		csts=$(ag_lender_reg32 "$AG_LENT" 0 0x1c)
 		echo "lender: csts=$csts"
 		expect "$label lender: controller reset (CSTS.RDY 0)" test $((csts & 1)) = 0

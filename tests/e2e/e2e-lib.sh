@@ -120,7 +120,7 @@ e2e_wait_done_kb() {
 	local kb
 	for _ in $(seq 900); do
 		kb=$(e2e_done_kb "$2" "${4:-}")
-		if [ "${kb:-0}" -ge "$3" ] || [ -e "$(rig_vm_dir "$1")/l2.rc" ]; then
+		if [ "${kb:-0}" -ge "$3" ] || [ -e "$(rig_vm_dir "$1")/$E2E_L2_NAME.rc" ]; then
 			return 0
 		fi
 		sleep 1
@@ -172,7 +172,11 @@ e2e_fio_script() {
 # VM's directory; QEMU's own messages to l2-qemu.log there), written by QEMU as it comes. Its second
 # serial port is a FIFO pair in the L1 (/tmp/l2ctl.in/.out): a guest script that pauses
 # (E2E_GUEST_PAUSE) reads it, e2e_l2_continue writes it. Its QMP socket is /tmp/l2qmp.sock (e2e_qmp).
+# Several L2s at once in one VM: each with its own E2E_L2_NAME (default l2), which names those FIFOs,
+# the socket, QEMU's messages (NAME-qemu.log) and its exit status (NAME.rc), and its E2E_L2_LOG, for
+# e2e_l2_start and the functions below.
 E2E_L2_TIMEOUT=${E2E_L2_TIMEOUT:-1200}
+E2E_L2_NAME=l2
 # How every L2 boots (here and lv_domain_xml). Under nested TCG its kernel spent 8 of its ~35 s start
 # making the device nodes of 256 legacy BSD pty pairs, 1-5 s starting IPv6 and 0.3-4 s probing a PS/2
 # keyboard and mouse (docs/rig.md): the command line skips those (tests use IPv4 only) and the timer
@@ -183,7 +187,7 @@ E2E_L2_CMDLINE="console=ttyS0 quiet panic=-1 pty.legacy_count=0 ipv6.disable=1 n
 # is opened once here: input arriving while it is closed would be dropped.
 E2E_GUEST_PAUSE='exec 3</dev/ttyS1; e2e_pause() { echo "E2E-WAIT $1"; read -r _ <&3; }'
 e2e_l2_start() {
-	local vm=$1 mem=$2 script=$3 dir run noreboot=(-no-reboot)
+	local vm=$1 mem=$2 script=$3 dir run noreboot=(-no-reboot) n=$E2E_L2_NAME
 	shift 3
 	[ "${E2E_L2_REBOOT:-}" != 1 ] || noreboot=()
 	dir=$(rig_vm_dir "$vm")
@@ -194,14 +198,14 @@ e2e_l2_start() {
 	{
 		printf '%q ' timeout "$E2E_L2_TIMEOUT" qemu-system-x86_64 -M "$E2E_L2_MACHINE" -accel tcg -m "$mem" -nodefaults \
 			-display none "${noreboot[@]}" -chardev "file,id=con,path=$E2E_L2_LOG" -serial chardev:con \
-			-chardev pipe,id=ctl,path=/tmp/l2ctl -serial chardev:ctl -qmp unix:/tmp/l2qmp.sock,server=on,wait=off \
+			-chardev pipe,id=ctl,path=/tmp/${n}ctl -serial chardev:ctl -qmp unix:/tmp/${n}qmp.sock,server=on,wait=off \
 			-kernel "$FARPASS_L2_KERNEL" -initrd "$E2E_L2_INITRD" \
 			-append "$E2E_L2_CMDLINE${E2E_L2_APPEND:+ $E2E_L2_APPEND}" \
 			-fw_cfg "name=opt/farpass/script,file=$dir/l2-script-$E2E_L2_SEQ" "$@"
-		echo "</dev/null >$dir/l2-qemu.log 2>&1"
-		echo "echo \$? >$dir/l2.rc"
+		echo "</dev/null >$dir/$n-qemu.log 2>&1"
+		echo "echo \$? >$dir/$n.rc"
 	} >"$run"
-	rig_run "$vm" -- "rm -f /tmp/l2ctl.in /tmp/l2ctl.out $dir/l2.rc; mkfifo /tmp/l2ctl.in /tmp/l2ctl.out
+	rig_run "$vm" -- "rm -f /tmp/${n}ctl.in /tmp/${n}ctl.out $dir/$n.rc; mkfifo /tmp/${n}ctl.in /tmp/${n}ctl.out
 setsid bash $run </dev/null >/dev/null 2>&1 &"
 }
 
@@ -212,7 +216,7 @@ e2e_l2_wait() {
 	dir=$(rig_vm_dir "$1")
 	until grep -q "^E2E-WAIT $2" "$E2E_L2_LOG" 2>/dev/null; do
 		# QEMU stops a guest whose VFIO device reported an error (vfio_err_notifier_handler).
-		if [ -e "$dir/l2.rc" ] || ((SECONDS - t0 > $3)) || grep -qs 'Unrecoverable error' "$dir/l2-qemu.log" ||
+		if [ -e "$dir/$E2E_L2_NAME.rc" ] || ((SECONDS - t0 > $3)) || grep -qs 'Unrecoverable error' "$dir/$E2E_L2_NAME-qemu.log" ||
 			grep -qs 'Kernel panic' "$E2E_L2_LOG"; then
 			echo "L2 did not reach E2E-WAIT $2" >&2
 			grep -s -m1 -B2 'Kernel panic' "$E2E_L2_LOG" | sed 's/^/  L2 console: /' >&2
@@ -222,14 +226,14 @@ e2e_l2_wait() {
 	done
 }
 
-e2e_l2_continue() { rig_run "$1" -- "echo go >/tmp/l2ctl.in"; }
+e2e_l2_continue() { rig_run "$1" -- "echo go >/tmp/${E2E_L2_NAME}ctl.in"; }
 
 # e2e_qmp VM COMMAND [ARGUMENTS-JSON] [--event NAME [--timeout S]]: a QMP command to the L2's QEMU in VM.
 e2e_qmp() {
 	local vm=$1 a
 	shift
 	a=$(printf '%q ' "$@")
-	rig_run "$vm" --timeout 300 -- "python3 $E2E_LIB/qmp.py /tmp/l2qmp.sock $a"
+	rig_run "$vm" --timeout 300 -- "python3 $E2E_LIB/qmp.py /tmp/${E2E_L2_NAME}qmp.sock $a"
 }
 
 # e2e_l2_finish VM: wait for the L2's QEMU to exit; prints the guest's console, returns QEMU's status
@@ -238,13 +242,13 @@ e2e_qmp() {
 e2e_l2_finish() {
 	local dir rc
 	dir=$(rig_vm_dir "$1")
-	until [ -s "$dir/l2.rc" ]; do
+	until [ -s "$dir/$E2E_L2_NAME.rc" ]; do
 		rig_vm_alive "$1" || { echo "$1 died" >&2; return 125; }
 		sleep 1
 	done
 	tr -d '\r' <"$E2E_L2_LOG"
-	cat "$dir/l2-qemu.log"
-	read -r rc <"$dir/l2.rc"
+	cat "$dir/$E2E_L2_NAME-qemu.log"
+	read -r rc <"$dir/$E2E_L2_NAME.rc"
 	return "$rc"
 }
 
@@ -258,16 +262,16 @@ E2E_L2_POWEROFF_TIMEOUT=${E2E_L2_POWEROFF_TIMEOUT:-60}
 e2e_l2_end() {
 	local vm=$1 dir t0 rc=
 	dir=$(rig_vm_dir "$vm")
-	until grep -q '^L2-DONE' "$E2E_L2_LOG" 2>/dev/null || [ -s "$dir/l2.rc" ]; do
+	until grep -q '^L2-DONE' "$E2E_L2_LOG" 2>/dev/null || [ -s "$dir/$E2E_L2_NAME.rc" ]; do
 		rig_vm_alive "$vm" || break
 		sleep 1
 	done
 	t0=$SECONDS
-	until [ -s "$dir/l2.rc" ] || ((SECONDS - t0 > E2E_L2_POWEROFF_TIMEOUT)) || ! rig_vm_alive "$vm"; do
+	until [ -s "$dir/$E2E_L2_NAME.rc" ] || ((SECONDS - t0 > E2E_L2_POWEROFF_TIMEOUT)) || ! rig_vm_alive "$vm"; do
 		sleep 1
 	done
-	[ ! -s "$dir/l2.rc" ] || read -r rc <"$dir/l2.rc"
-	E2E_OUT=$(tr -d '\r' <"$E2E_L2_LOG"; cat "$dir/l2-qemu.log")
+	[ ! -s "$dir/$E2E_L2_NAME.rc" ] || read -r rc <"$dir/$E2E_L2_NAME.rc"
+	E2E_OUT=$(tr -d '\r' <"$E2E_L2_LOG"; cat "$dir/$E2E_L2_NAME-qemu.log")
 	if ! grep -q '^L2-DONE' <<<"$E2E_OUT" || [ "$rc" != 0 ]; then
 		printf -- '----- L2 console and QEMU messages (tail) -----\n%s\n' "$(tail -n 30 <<<"$E2E_OUT")"
 	fi
@@ -439,7 +443,7 @@ e2e_expect_borrows() {
 # mdev's VFIO_DEVICE_RESET succeeds with no lease held.
 e2e_expect_reset_works() {
 	expect "$1: QEMU reset the device without 'no available reset mechanism'" \
-		not grep -q 'Cannot reset device' "$(rig_vm_dir "$1")/l2-qemu.log"
+		not grep -q 'Cannot reset device' "$(rig_vm_dir "$1")/$E2E_L2_NAME-qemu.log"
 }
 
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).

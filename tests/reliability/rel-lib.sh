@@ -61,16 +61,21 @@ rel_resumed_after() {
 }
 
 # rel_expect_back R0: the end of a fault under borrower1's guest, once it powered off and its borrows were
-# checked: checks (e) the device returned (free and reset on the lender), both hosts' resources are R0
-# again (the summary row says so), and (f) both kernel logs are clean.
+# checked: checks (e) the device returned (free and reset on the lender), then rel_expect_baseline R0.
 rel_expect_back() {
-	local r1 back
 	ag_expect_returned $B 60 "(e)"
+	rel_expect_baseline "$1"
+}
+
+# rel_expect_baseline R0: once borrower1's guests have ended, checks (e) the lender's and borrower1's
+# resources are R0 (e2e_resources) again (the summary row says so) and (f) both kernel logs are clean.
+rel_expect_baseline() {
+	local r1 back
 	r1=$(e2e_resources $B)
 	e2e_resources_show "$r1"
 	back=$(e2e_resources_changed "$1" "$r1")
 	rel_row 'resources back to baseline' "$([ -z "$back" ] && echo yes || echo "no: $back")"
-	expect_eq "(e) resources of the lender and borrower1 as before the guest" "$back" ""
+	expect_eq "(e) resources of the lender and $B as before the guest" "$back" ""
 	expect_klog_clean $B
 	expect_klog_clean lender
 }

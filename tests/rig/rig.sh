@@ -22,6 +22,8 @@
 #   RIG_APPEND       extra L1 kernel command line;  RIG_QEMU_EXTRA: extra QEMU arguments (all VMs)
 #   RIG_LENDER_EXTRA extra QEMU arguments for the lender only (e.g. "-device edu,addr=0x6");
 #   RIG_BORROWER1_EXTRA, RIG_BORROWER2_EXTRA: the same for one borrower (e.g. a local NVMe of its own)
+#   RIG_LENDER_NVMES the lender's NVMe controllers (default 1), each with its own backing file on L0
+#                    (rig_lender_nvme_img K, rig_lender_nvme_pci K: K from 0)
 #   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
 #   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
 #   RIG_TCG_THREAD   the L1s' TCG threading, single (default) or multi (unsafe: see _rig_prepare_vm)
@@ -54,7 +56,11 @@ rig_die() {
 
 rig_dir() { printf '%s\n' "$RIGDIR"; }
 rig_vm_dir() { printf '%s/%s\n' "$RIGDIR" "$1"; }
-rig_lender_nvme_img() { printf '%s/lender-nvme.img\n' "$RIGDIR"; }
+# rig_lender_nvme_img [K], rig_lender_nvme_pci [K]: the backing file and the lender's PCI address of its
+# NVMe K (0: the one every rig has, at 00:08.0; the others from 00:10.0 on, clear of the NTBs).
+rig_lender_nvme_img() { local k=${1:-0}; printf '%s/lender-nvme%s.img\n' "$RIGDIR" "${k#0}"; }
+rig_lender_nvme_pci() { printf '0000:00:%02x.0\n' "$(_rig_lender_nvme_slot "${1:-0}")"; }
+_rig_lender_nvme_slot() { echo $(($1 ? 0x10 + $1 - 1 : 0x8)); }
 # Where the built .ko files are; the same path inside L1 (it runs on L0's root).
 rig_modules_dir() { printf '%s\n' "$FARPASS_KO_DIR"; }
 rig_vm_ip() {
@@ -253,8 +259,10 @@ _rig_prepare_vm() {
 		a+=(-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap)
 	fi
 	if [ "$vm" = lender ]; then
-		a+=(-drive "file=$(rig_lender_nvme_img),if=none,id=nvme0,format=raw,cache=writeback"
-			-device "nvme,drive=nvme0,serial=farpass-nvme0,addr=0x8")
+		for ((k = 0; k < ${RIG_LENDER_NVMES:-1}; k++)); do
+			a+=(-drive "file=$(rig_lender_nvme_img $k),if=none,id=nvme$k,format=raw,cache=writeback"
+				-device "nvme,drive=nvme$k,serial=farpass-nvme$k,addr=$(printf 0x%x "$(_rig_lender_nvme_slot $k)")")
+		done
 	fi
 	local extra=RIG_${vm^^}_EXTRA
 	# shellcheck disable=SC2206
@@ -427,8 +435,10 @@ rig_up() {
 	rm -rf "$RIGDIR"/lender "$RIGDIR"/borrower[12] "$RIGDIR"/link*.sock "$RIGDIR"/relay*.sock "$RIGDIR"/link-relay*.log \
 		"$RIGDIR/boot-times.txt"
 	# A fresh sparse NVMe backing file per rig: tests start from a known state.
-	rm -f "$(rig_lender_nvme_img)"
-	truncate -s 256M "$(rig_lender_nvme_img)"
+	rm -f "$RIGDIR"/lender-nvme*.img
+	for ((n = 0; n < ${RIG_LENDER_NVMES:-1}; n++)); do
+		truncate -s 256M "$(rig_lender_nvme_img $n)"
+	done
 	_rig_lan_ports
 	_rig_start_hub
 	n=1
