@@ -3,8 +3,10 @@
 # check-libvirt test of the whole flow, tests/libvirt/test_domain_remote_nvme.sh, in rig-out/demo. It
 # boots a lender and two borrowers, lends the lender's NVMe, starts a libvirt guest with it on borrower1
 # (fio), hot-removes and re-adds it (virsh detach-device/attach-device --live), cold-migrates the domain
-# to borrower2 (virsh migrate --offline) where the guest reads its data back; each step is printed as it
-# runs and checked, and it ends with a summary table (steps, where the data went, durations).
+# to borrower2 (virsh migrate --offline) where the guest reads its data back, and destroys it there
+# (virsh destroy); borrower2's starts refused meanwhile (the device borrowed by borrower1, the lender's
+# agent stopped) show the hook's errors. Each step is printed as it runs and checked, and it ends with a
+# summary table (steps, where the data went, durations).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 export RIGDIR=${RIGDIR:-$top/rig-out/demo}

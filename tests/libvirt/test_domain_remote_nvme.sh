@@ -1,20 +1,28 @@
 #!/bin/bash
 # The lender's NVMe in a libvirt guest, driven by stock virsh and domain XML only (one lender, two
 # borrowers booted from the L1 libvirt root; the guest is the rig's L2 kernel and initramfs, 256 MiB,
-# booted directly, running a script passed by fw_cfg). Checks:
+# booted directly, running a script passed by fw_cfg). `farpassctl mdev-uuid` gives the device the same
+# UUID on both borrowers. Checks:
 #  (a) domain XML: a domain with <hostdev mode='subsystem' type='mdev' model='vfio-pci'> of the device's
 #      UUID is defined and started on borrower1 (the hook creates the instance); its guest's stock nvme
 #      driver takes the device and fio randwrite+verify passes; on L0 the lender's backing file holds
 #      the guest's pattern at every block it wrote (and the checker fails on unwritten data, another tag);
+#      while that guest has the device borrowed, `virsh start` on borrower2 of another domain with the same
+#      hostdev fails with the hook's error naming the device and the reason (busy, borrowed by
+#      borrower1), and creates nothing (no instance, the domain shut off);
 #  (b) hot-remove: `virsh detach-device --live` removes the hostdev from the running domain, the guest
 #      sees its disk go; borrower1's agent gives the device back, the lender lists it free and reset it;
 #  (c) hot-add: `virsh attach-device --live` adds it again, the guest's driver takes it (borrowed a second
 #      time) and fio with a second tag passes; the backing file holds that pattern; the guest powers off,
 #      the device is given back and the hook's instance removed;
 #  (d) cold migration: `virsh migrate --offline --persistent --undefinesource` (qemu+tcp) moves the
-#      definition to borrower2 unchanged; `virsh start` there works with no other step on borrower2 (the
-#      hook creates the instance of the same UUID) and the guest reads back, with fio verify_only, every
-#      block borrower1's guest wrote with the second tag; the device is given back at its power-off.
+#      definition to borrower2 unchanged; with the lender's agent stopped, `virsh start` there fails with
+#      the hook's error naming the device and the reason (its lender unreachable) and creates nothing; the
+#      agent started again restores the device and borrower2's agent lists it free; then `virsh start`
+#      works with no other step on borrower2 (the hook creates the instance of the same UUID) and the
+#      guest reads back, with fio verify_only, every block borrower1's guest wrote with the second tag;
+#  (e) `virsh destroy` of that guest, which still has the device, removes the hook's transient instance
+#      and the device is given back (the lender lists it free and reset it).
 # The three kernel logs have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 # Prints each step's duration (a summary table, also `make demo`'s).
 set -euo pipefail
@@ -34,6 +42,19 @@ IMG=$(rig_lender_nvme_img)
 # in libvirt's log directory: the definition moves unchanged.
 SCRIPT=$RIGDIR/g-script
 CONSOLE=/var/log/libvirt/qemu/g-console.log
+
+# start_fails VM DOMAIN LABEL REGEX: `virsh start` of DOMAIN in VM fails with an error matching REGEX (the
+# hook's line, which libvirt puts in its error) and creates nothing. Paused: a start the hook wrongly let
+# through runs no guest.
+start_fails() {
+	local vm=$1 dom=$2 label=$3 out rc=0
+	out=$(lv_virsh "$vm" start --paused "$dom" 2>&1) || rc=$?
+	echo "$out"
+	expect "$label: $vm: virsh start $dom fails" test "$rc" -ne 0
+	expect "$label: ... its error names the device and the reason" grep -Eq "$4" <<<"$out"
+	expect "$label: ... no instance was created" not lv_mdev_exists "$vm" "$U"
+	expect_eq "$label: ... $dom is still shut off" "$(lv_virsh "$vm" domstate "$dom")" "shut off"
+}
 
 lv_step "rig: a lender and two borrowers (TCG L1 VMs, emulated NTBs), agents, libvirtd on the borrowers"
 rig_up --borrowers 2 --l1-root rootfs --lender-mem 1536 --borrower-mem 2048
@@ -65,6 +86,8 @@ $(e2e_fio_script "$tagB")
 EOF
 lv_domain_xml g 256 "$SCRIPT" "$CONSOLE" "$U" >"$RIGDIR/g.xml"
 lv_hostdev_xml "$U" >"$RIGDIR/hostdev.xml"
+# Another domain with the same device, for borrower2 while borrower1's guest has it.
+lv_domain_xml g2 256 "$SCRIPT" /var/log/libvirt/qemu/g2-console.log "$U" >"$RIGDIR/g2.xml"
 
 lv_step "borrower1: virsh define + start of a domain with the remote NVMe as an mdev <hostdev>"
 expect "borrower1: virsh define" lv_virsh $B1 define "$RIGDIR/g.xml"
@@ -73,7 +96,13 @@ expect "borrower1: virsh start g" lv_virsh $B1 start g ||
 expect "(a) the hook created the instance" lv_mdev_exists $B1 "$U"
 E2E_L2_LOG=$(lv_qemu_log $B1 g-console.log)
 
-lv_step "guest on borrower1: fio randwrite+verify on the remote NVMe (tag $tagA)"
+lv_step "guest on borrower1: fio randwrite+verify on the remote NVMe (tag $tagA); borrower2's start refused"
+# The guest's driver borrows the device when it enables it (bus mastering), before its fio.
+expect "(a) borrower1's agent borrowed the device for the guest" ag_wait_log $B1 900 "borrowed lender/$LENDER_NVME"
+expect "borrower2: virsh define g2 (the same device)" lv_virsh $B2 define "$RIGDIR/g2.xml"
+start_fails $B2 g2 "(a) borrowed by borrower1" \
+	"farpass: remote device lender/$LENDER_NVME \(mdev type $T\): busy \(EBUSY\), borrowed by $B1"
+expect "borrower2: virsh undefine g2" lv_virsh $B2 undefine g2
 expect "guest booted and ran its first fio jobs" e2e_l2_wait $B1 detach 1800
 part1=$(tr -d '\r' <"$E2E_L2_LOG" | sed '/^E2E-WAIT detach/q')
 e2e_expect_l2_nvme "$part1"
@@ -115,17 +144,38 @@ expect_eq "(d) borrower2 has g, defined and shut off" "$(lv_virsh $B2 domstate g
 expect "(d) no instance on borrower2 before the start" not lv_mdev_exists $B2 "$U"
 lv_note "definition moved unchanged (same mdev UUID)"
 
+lv_step "lender's agent stopped: virsh start on borrower2 refused; the agent started again"
+expect "(d) lender: the agent stops (SIGTERM)" ag_stop lender
+start_fails $B2 g "(d) lender's agent down" \
+	"farpass: remote device lender/$LENDER_NVME \(mdev type $T\): its lender lender is unreachable: "
+expect "(d) lender: the agent starts again" ag_start lender
+expect "(d) lender: it restored the lent device" ag_wait_log lender 5 "restored $LENDER_NVME"
+expect "(d) borrower2's agent reaches the lender again and lists the device free" ntb_wait $B2 30 \
+	"$FP_CTL --json list | jq -e '.unreachable == [] and any(.devices[]; .host == \"lender\" and .pci == \"$LENDER_NVME\" and .borrower == null)'"
+lv_note "hook refused the start; lender's agent restarted, device restored"
+
 lv_step "borrower2: virsh start g; the guest reads back what borrower1's guest wrote (tag $tagB)"
-# The guest's next program (the test's own step, not borrower2's): read the data back.
-e2e_fio_script "$tagB" --read-back >"$SCRIPT"
+# The guest's next program (the test's own step, not borrower2's): read the data back, then keep the
+# device until the test destroys the domain.
+{
+	e2e_fio_script "$tagB" --read-back
+	echo 'echo "E2E-WAIT destroy"; while :; do sleep 60; done'
+} >"$SCRIPT"
 expect "(d) borrower2: virsh start g" lv_virsh $B2 start g ||
 	{ tail -20 "$(lv_qemu_log $B2 g.log)"; exit 1; }
 expect "(d) the hook created the instance on borrower2" lv_mdev_exists $B2 "$U"
 E2E_L2_LOG=$(lv_qemu_log $B2 g-console.log)
-out=$(lv_guest_finish $B2 g)
-e2e_expect_guest_fio "$out"
-ag_expect_returned $B2 60 "(d)"
+expect "(d) the guest ran its fio read-back" e2e_l2_wait $B2 destroy "$E2E_L2_TIMEOUT"
+out=$(tr -d '\r' <"$E2E_L2_LOG")
+e2e_expect_l2_nvme "$out"
+e2e_expect_fio_jobs "$out"
 lv_note "tag $tagB: every block read back and verified by the guest on borrower2"
+
+lv_step "borrower2: virsh destroy g while its guest has the device"
+expect "(e) borrower2: virsh destroy g" lv_virsh $B2 destroy g
+expect "(e) the hook removed its transient instance" ntb_wait $B2 30 "! test -e /sys/bus/mdev/devices/$U"
+ag_expect_returned $B2 60 "(e)"
+lv_note "instance removed, device returned to the lender and reset"
 
 for vm in lender $B1 $B2; do
 	expect_klog_clean $vm
