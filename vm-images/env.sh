@@ -44,8 +44,18 @@ rig_kernel_env() { printf '%s/rig-kernel-%s.env\n' "$FARPASS_CACHE" "$1"; }
 # (setup, rig launcher, tests, the L1 command server) uses the same values; absent before the first set-up.
 # rig.env holds the default kernel's; rig-kernel-SERIES.env each kernel's own, which override them.
 FARPASS_RIG_ENV=$FARPASS_CACHE/rig.env
+# The L2 guest kernel (setup.sh l2 builds it from the default series' source, so under rig.env's FARPASS_KDIR),
+# keyed by what builds it in this checkout (setup.sh's L2_CONFIG, L2_CHECK and build_l2_kernel), so that a
+# checkout with another L2 config boots its own and never replaces the one other checkouts boot. rig.env's
+# FARPASS_L2_KERNEL, which this overrides, is for checkouts older than this key.
+# A missing file hashes as absent, as in qemu_patch_hash.
+l2_kernel_path() {
+	printf '%s/l2/vmlinux-%s\n' "$FARPASS_KDIR" "$({ sed -n '/^L2_CONFIG=(/,/^}/p' \
+		"$FARPASS_TOP/vm-images/setup.sh" 2>/dev/null || true; } | sha256sum | cut -c1-12)"
+}
 if [ -r "$FARPASS_RIG_ENV" ]; then
 	. "$FARPASS_RIG_ENV"
+	FARPASS_L2_KERNEL=$(l2_kernel_path)
 fi
 if [ -r "$(rig_kernel_env "$FARPASS_KERNEL")" ]; then
 	. "$(rig_kernel_env "$FARPASS_KERNEL")"

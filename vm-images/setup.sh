@@ -206,7 +206,7 @@ kernel_paths() {
 	FARPASS_KO_DIR=$FARPASS_KDIR/ko
 	FARPASS_NTB_SYMVERS=$FARPASS_KBUILD/ntb/Module.symvers
 	FARPASS_L1_INITRD=$FARPASS_KDIR/l1-initrd.gz
-	FARPASS_L2_KERNEL=$FARPASS_KDIR/l2/vmlinux
+	FARPASS_L2_KERNEL=$(l2_kernel_path)
 	FARPASS_L2_FIO=$FARPASS_KDIR/l2/fio
 	FARPASS_ROOTFS=$FARPASS_CACHE/rootfs-bookworm-$(rootfs_hash)
 }
@@ -228,6 +228,9 @@ write_env_file() {
 write_rig_env() {
 	write_env_file "$(rig_kernel_env "$FARPASS_KERNEL")" "${FARPASS_KERNEL_VARS[@]}"
 	if [ "$FARPASS_KERNEL" = "$FARPASS_KERNEL_DEFAULT" ]; then
+		# rig.env's L2 kernel is for checkouts older than env.sh's key: the unkeyed file they build and keyed
+		# checkouts never write, so that a keyed set-up never changes the kernel they boot.
+		local FARPASS_L2_KERNEL=$FARPASS_KDIR/l2/vmlinux
 		write_env_file "$FARPASS_RIG_ENV" "${FARPASS_KERNEL_VARS[@]}" FARPASS_L2_KERNEL FARPASS_L2_INITRD \
 			FARPASS_ROOTFS QEMU_DEB_VERSION
 	fi
@@ -441,7 +444,11 @@ step_qemu() {
 # ----------------------------------------------------------------------------------------------- l2
 
 # L2 guest kernel: tinyconfig plus what an L2 guest of the rig needs (PCI/MSI/PCIe hotplug, ACPI, serial
-# console, initramfs, PVH entry for fast -kernel boot, NVMe/e1000e for borrowed devices, ext4).
+# console, initramfs, PVH entry for fast -kernel boot, NVMe/e1000e for borrowed devices, ext4). Tickless
+# when idle (NO_HZ_IDLE) at 100 Hz: under nested TCG every tick of an idle L2 costs its L1's one TCG thread,
+# which that L1's other L2s share; with tinyconfig's periodic 250 Hz tick four guests of one L1 booted one
+# after the other took 43, 58, 122 and 216 s while the earlier ones waited idle, tickless 42, 37, 43 and
+# 38 s (docs/rig.md, "Measured here").
 L2_CONFIG=(
 	-e 64BIT -e PRINTK -e PRINTK_TIME -e TTY -e SERIAL_8250 -e SERIAL_8250_CONSOLE -e SERIAL_8250_PCI
 	--set-val SERIAL_8250_NR_UARTS 4 --set-val SERIAL_8250_RUNTIME_UARTS 4
@@ -451,11 +458,14 @@ L2_CONFIG=(
 	-e EVENTFD -e HYPERVISOR_GUEST -e PVH -e X86_MPPARSE -e X86_LOCAL_APIC -e X86_IO_APIC
 	-e SMP -e BLOCK -e BLK_DEV -e BLK_DEV_NVME -e NVME_CORE -e NET -e UNIX -e INET -e NETDEVICES
 	-e ETHERNET -e NET_VENDOR_INTEL -e E1000E -e EXT4_FS -e PROC_PAGE_MONITOR -e FW_CFG_SYSFS
+	-d HZ_PERIODIC -e NO_HZ_IDLE -d HZ_250 -e HZ_100
 )
-L2_CHECK=(PCI PCI_MSI PCIEPORTBUS HOTPLUG_PCI_PCIE ACPI SERIAL_8250_CONSOLE BLK_DEV_INITRD PVH BLK_DEV_NVME E1000E EXT4_FS FW_CFG_SYSFS)
+L2_CHECK=(PCI PCI_MSI PCIEPORTBUS HOTPLUG_PCI_PCIE ACPI SERIAL_8250_CONSOLE BLK_DEV_INITRD PVH BLK_DEV_NVME E1000E EXT4_FS
+	FW_CFG_SYSFS NO_HZ_IDLE HZ_100)
 
 build_l2_kernel() {
-	local s=$FARPASS_KSRC_FULL o=$FARPASS_KBUILD/l2-kernel c
+	# Its own build directory too: checkouts with other L2 configs may build theirs at the same time.
+	local s=$FARPASS_KSRC_FULL o=$FARPASS_KBUILD/l2-kernel-${FARPASS_L2_KERNEL##*-} c
 	mkdir -p "$o"
 	nice make -C "$s" O="$o" ARCH=x86_64 tinyconfig
 	"$s/scripts/config" --file "$o/.config" "${L2_CONFIG[@]}"
