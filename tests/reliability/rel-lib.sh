@@ -31,7 +31,7 @@ rel_row() {
 	{
 		(IFS=$'\t' && echo "${REL_COLUMNS[*]}")
 		printf '%s\n' "${REL_ROWS_DONE[@]}" "$line"
-	} | grep . >"$REL_ROW"
+	} >"$REL_ROW"
 }
 
 # rel_row_next: the current row is complete; rel_row sets the columns of a new one (for a test of several
@@ -55,7 +55,7 @@ rel_resumed_after() {
 			_rig_elapsed "$4"
 			return 0
 		fi
-		[ ! -e "$(rig_vm_dir "$1")/l2.rc" ] || return 0
+		[ ! -e "$(rig_vm_dir "$1")/$E2E_L2_NAME.rc" ] || return 0
 		sleep 1
 	done
 }

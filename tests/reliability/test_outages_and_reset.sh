@@ -133,11 +133,13 @@ declare -A klog0=([lender]=$(klog lender | wc -l) [$B]=$(klog $B | wc -l))
 e2e_l2_start $B 256M "$script" -device pcie-root-port,id=rp1,chassis=1 \
 	-device vfio-pci,id=fp0,bus=rp1,sysfsdev=/sys/bus/mdev/devices/$U
 log=$E2E_L2_LOG
+# guest_out: the guest's console so far.
+guest_out() { tr -d '\r' <"$log"; }
 # guest_field S NAME: what the guest printed after "E2E-S<S>-NAME" (its last such line).
-guest_field() { tr -d '\r' <"$log" | sed -n "s/^E2E-S$1-$2//p" | tail -n1; }
+guest_field() { guest_out | sed -n "s/^E2E-S$1-$2//p" | tail -n1; }
 # bringups S: how many times the guest's nvme driver brought the controller up during scenario S (its
 # probe and each reset), from its kernel log at the scenario's end.
-bringups() { tr -d '\r' <"$log" | grep "^E2E-NVME-LOG-S$1 " | grep -c 'default/read/poll queues' || true; }
+bringups() { guest_out | grep "^E2E-NVME-LOG-S$1 " | grep -c 'default/read/poll queues' || true; }
 # fault_at S: waits until scenario S's fio has written REL_FAULT_AFTER_KB; the fault comes then.
 fault_at() { e2e_wait_done_kb $B "$log" $REL_FAULT_AFTER_KB "S$1"; }
 # expect_writing S KB: (Sa) the guest had written KB KiB of scenario S's region when the fault came.
@@ -154,7 +156,7 @@ expect_recovered() {
 	expect "(${s}c) the guest's writes went on after the fault" test -n "$2"
 	expect_eq "(${s}c) ... and completed the whole region (KiB)" "$(e2e_done_kb "$log" "S$s")" $SIZE_KB
 	expect "(${s}c) guest: its nvme driver logged a command timeout" \
-		grep -qE "^E2E-NVME-LOG-S$s .*QID [0-9]+ timeout" <(tr -d '\r' <"$log")
+		grep -qE "^E2E-NVME-LOG-S$s .*QID [0-9]+ timeout" <(guest_out)
 	ups=$(bringups "$s")
 	expect "(${s}c) ... and brought the controller up again (up $ups times)" test "$ups" -ge $((s == 1 ? 2 : 1))
 	expect_eq "(${s}c) guest: the read-back of the whole region (verify-only)" "$(guest_field "$s" 'VERIFY bs=4096 rc=')" 0
@@ -243,13 +245,13 @@ for _ in $(seq 300); do
 		t_gone=$(_rig_elapsed "$t_cut")
 		break
 	fi
-	[ ! -e "$(rig_vm_dir $B)/l2.rc" ] || break
+	[ ! -e "$(rig_vm_dir $B)/$E2E_L2_NAME.rc" ] || break
 	sleep 1
 done
 echo "the guest lost its disk ${t_gone:-never (300 s)} s after the cut"
-expect "(2c) QEMU did not stop the VM (no VFIO error)" not grep -qs 'Unrecoverable error' "$(rig_vm_dir $B)/l2-qemu.log"
+expect "(2c) QEMU did not stop the VM (no VFIO error)" not grep -qs 'Unrecoverable error' "$(rig_vm_dir $B)/$E2E_L2_NAME-qemu.log"
 expect "(2c) the guest went on without its disk" test -n "$t_gone"
-expect_eq "(2c) ... which it no longer has" "$(tr -d '\r' <"$log" | sed -n 's/^E2E-NVME-DISKS after the outage: //p')" 0
+expect_eq "(2c) ... which it no longer has" "$(guest_out | sed -n 's/^E2E-NVME-DISKS after the outage: //p')" 0
 rel_row 'what the guest saw' "device unplugged after $((kb / 4)) blocks acknowledged" \
 	'recovery time' "reclaimed ${t_reclaim:-never} s after the cut; the guest's disk gone after ${t_gone:-never} s"
 
