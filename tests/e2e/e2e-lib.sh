@@ -354,6 +354,17 @@ e2e_canary() {
 		python3 "$E2E_LIB/check-pattern.py" --fill "$1" "$E2E_CANARY"
 }
 
+# e2e_region_blocks: how many blocks the regions of E2E_REGIONS hold together (what one run of
+# e2e_fio_jobs writes).
+e2e_region_blocks() {
+	local r bs size n=0
+	for r in "${E2E_REGIONS[@]}"; do
+		IFS=: read -r bs _ size <<<"$r"
+		n=$((n + size / bs))
+	done
+	echo $n
+}
+
 # Ranges ("OFFSET:SIZE") the guest writes besides E2E_REGIONS (a test's own marker blocks).
 E2E_WRITTEN_EXTRA=()
 

@@ -111,11 +111,7 @@ e2e_expect_guest_fio "$out"
 e2e_expect_written "$IMG" "$(cycle_tag "$N")"
 # Blocks written and read back in the guest: 1 + N writes (each verified) and N + 1 read-backs of every
 # region; the last tag on L0 too.
-blocks=0
-for r in "${E2E_REGIONS[@]}"; do
-	IFS=: read -r bs _ size <<<"$r"
-	blocks=$((blocks + size / bs))
-done
+blocks=$(e2e_region_blocks)
 rel_row 'what the guest saw' "disk gone at each device_del, back at each device_add; every fio verify passed" \
 	'blocks checked' "$(((2 * N + 2) * blocks)) (each cycle's $blocks written and read back), the last $blocks on L0"
 ag_expect_returned $B 60 "(d)"
