@@ -54,12 +54,13 @@ check-other-kernel: build
 	. vm-images/env.sh && tests/run-suites.sh kernel@$$FARPASS_KERNEL_OTHER e2e@$$FARPASS_KERNEL_OTHER
 
 # Faults while an L2 guest runs fio with verify on the remote NVMe: link outages shorter and longer than the
-# lease, its borrower host killed, the lender's device reset, hot-plug churn; every block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
+# lease, its borrower host killed, the lender's device reset, hot-plug churn, four guests on one link; every
+# block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
 check-reliability: build
 	tests/run-suites.sh reliability
 
-# The long variants: check-reliability with 100 hot-plug cycles, four guests on one link (tests/soak/),
-# the kernel fuzz 10 min per seed.
+# The long variants: check-reliability with 100 hot-plug cycles, 100 reboots of a guest (tests/soak/), the
+# kernel fuzz 10 min per seed.
 soak: build
 	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak
 	FP_FUZZ_MS=600000 bash tests/kernel/test_fuzz.sh
