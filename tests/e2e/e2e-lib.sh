@@ -422,6 +422,16 @@ e2e_remote_mdev() {
 	E2E_DEVICE_ID=${AG_TYPE##*-}
 }
 
+# e2e_extra_mdev VM PCI: an instance on VM of another device the lender lent with $AG_LENT (PCI, in
+# $AG_LENT_ALSO), under the UUID farpassctl mdev-uuid gives its type: E2E_EXTRA_UUID.
+e2e_extra_mdev() {
+	local type
+	type=$(ag_type_of "$1" "$2")
+	E2E_EXTRA_UUID=$(ag_ctl "$1" mdev-uuid "$type")
+	expect "$1: create mdev $E2E_EXTRA_UUID of $2" \
+		rig_run "$1" -- "echo $E2E_EXTRA_UUID > /sys/class/mdev_bus/$(ntb_pci "$1")/mdev_supported_types/$type/create"
+}
+
 # e2e_expect_window_full LAYOUT LABEL: a DMA_LAYOUT answer (fp_client dma-layout) whose pinned pages cover
 # its slots: guest RAM that QEMU unmapped and mapped again since the borrow is in the window again. Only
 # what SeaBIOS left read-only below 1 MiB (at most the 256 KiB PAM area, a hole to a write pin) may lack.

@@ -1,25 +1,32 @@
 #!/bin/bash
-# A second device class through farpass: the lender's QEMU e1000e NIC (BAR0 and BAR1 MMIO, an I/O-port
-# BAR2, the MSI-X table and PBA in BAR3), user-mode networking on L0, in an L2 guest of borrower1 through
-# the mdev and stock QEMU (-device vfio-pci,sysfsdev=...), driven by the guest's stock e1000e driver.
-# The L2 takes slirp's usual guest address (its small kernel has no AF_PACKET for a DHCP client),
-# downloads a per-run random blob from an HTTP server the test runs on L0 (slirp's 10.0.2.2) and uploads
-# it back under a per-run tag. Checks:
-#  (a) the guest's stock e1000e driver bound the device and its eth0 came up with a link;
+# Two remote devices of one lender in one L2 guest of borrower1, both through farpass mdevs and stock QEMU
+# (-device vfio-pci,sysfsdev=...), each driven by the guest's stock driver at the same time: the lender's
+# QEMU e1000e NIC (a second device class: BAR0 and BAR1 MMIO, an I/O-port BAR2, the MSI-X table and PBA
+# in BAR3; user-mode networking on L0) and its NVMe. The L2 takes slirp's usual guest address (its small
+# kernel has no AF_PACKET for a DHCP client), downloads a per-run random blob from an HTTP server the test
+# runs on L0 (slirp's 10.0.2.2) and uploads it back under a per-run tag, while fio writes a per-run
+# pattern to the NVMe with verify. Checks:
+#  (a) the guest's stock e1000e driver bound the NIC and its eth0 came up with a link; its stock nvme
+#      driver bound the NVMe;
 #  (b) on L0: the guest's sha256 of what it downloaded is the blob's, and the server stored the guest's
 #      upload under this run's tag with exactly the blob's bytes (DMA both ways: transmit descriptors and
 #      buffers read from guest RAM, receive buffers written into it);
 #  (c) the e1000e's MSI-X vectors reached the guest: its rx and tx vectors counted in /proc/interrupts
 #      during the transfer; the interrupt relay: borrower1's irq_signalled grew by as much as the
 #      lender's irq_posted (more than 0), irq_dropped and irq_no_eventfd did not grow;
-#  (d) no software in the data path: over the transfer, every farpass counter of the lender and of
-#      borrower1 outside an allow-list (lender: irq_posted; borrower1: doorbell, interrupt delivery and
-#      signalling, MSI-X table/PBA traps) kept its value, and no MSI-X table/PBA access was trapped
-#      (E2E_MSIX_TRAPS_MAX);
-#  (e) the guest's shutdown returned the device: borrower1's agent gave it back, the lender shows it free
-#      on vfio-pci with bus master off; the guest's script exited 0, and its QEMU powered off within 60 s
-#      of the script's end, with status 0;
-#  (f) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
+#  (d) no software in the data path: over the transfer and the fio jobs, every farpass counter of the
+#      lender and of borrower1 outside an allow-list (lender: irq_posted; borrower1: doorbell, interrupt
+#      delivery and signalling, MSI-X table/PBA traps) kept its value, and no MSI-X table/PBA access was
+#      trapped (E2E_MSIX_TRAPS_MAX);
+#  (e) the guest's shutdown returned both devices: borrower1's agent gave each back, the lender shows
+#      each free on vfio-pci with bus master off (and the NVMe reset); the guest's script exited 0, and its
+#      QEMU powered off within 60 s of the script's end, with status 0;
+#  (f) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault;
+#  (g) the NVMe beside the NIC: borrower1 held two DMA windows of the guest's RAM (one per device) during
+#      the I/O; the guest's fio verify passed, its NVMe's MSI-X interrupts at least 90% as many as the
+#      requests completed, its kernel logged no nvme timeout, abort or reset; on L0 the NVMe's backing
+#      file holds the pattern at every block the guest wrote, and the canary written over it before the
+#      guest started everywhere else.
 # Prints the L2 run's duration, the transfer's size and the allowed counters' growth.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -32,6 +39,8 @@ ag_check_built && fp_check_built && e2e_check_setup
 B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e1e1
 AG_LENT=0000:00:09.0
+NVME=$(rig_lender_nvme_pci 0)
+export AG_LENT_ALSO=$NVME
 BLOB_MIB=4
 # The lender's NIC: slirp on L0 (its 10.0.2.2 is L0's loopback), no option ROM (the mdev passes none).
 RIG_LENDER_EXTRA="-netdev user,id=lnet -device e1000e,netdev=lnet,addr=0x9,romfile="
@@ -53,9 +62,13 @@ expect "L0: the HTTP server listens" test -s "$srv/port"
 port=$(cat "$srv/port")
 echo "L0 HTTP server on 127.0.0.1:$port (pid $srv_pid)"
 
-# The guest's 512 MiB are pinned in borrower1.
-rig_up --borrowers 1 --borrower-mem 1536
+# The guest's 512 MiB are pinned in borrower1 for each device: two DMA windows of 512 MiB in MW2.
+RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=2G rig_up --borrowers 1 --borrower-mem 2048
 e2e_remote_mdev $B $U
+e2e_extra_mdev $B "$NVME"
+# Short fio jobs: 128 writes of 4 KiB and 16 of 128 KiB.
+E2E_REGIONS=(4096:$((16 << 20)):$((512 << 10)) 131072:$((64 << 20)):$((2 << 20)))
+e2e_canary "$(rig_lender_nvme_img)"
 
 tag=$(e2e_tag)
 script=$(
@@ -66,27 +79,34 @@ ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up && echo "E2E-ETH0 up"
 # The link comes up once the emulated PHY's autonegotiation is done.
 for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 1; done
 echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
-echo "E2E-IRQS before \$(irqs)"
+echo "E2E-NET-IRQS before \$(irqs)"
 e2e_pause net
+# The NVMe's fio jobs meanwhile; their output follows the transfer's.
+( $(e2e_fio_script "$tag") ) >/tmp/nvme.out 2>&1 &
+nvme_pid=\$!
 # (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
 timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$port/blob; get=\$?; echo "E2E-GET rc=\$get"
 echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
 # By hand through nc: busybox wget's --post-file stops at the first NUL byte.
 { printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
 	nc -w 60 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; post=\$?; echo "E2E-POST rc=\$post"
+wait \$nvme_pid; nvme=\$?
+cat /tmp/nvme.out
 e2e_pause net-done
 # For a failed transfer: the interface's counters and what its driver said.
 sed -n 's/^ *eth0:/E2E-NETDEV eth0:/p' /proc/net/dev
 dmesg | grep -E 'e1000e|eth0' | tail -n 8 | sed 's/^/E2E-DMESG /'
 grep eth0 /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
-echo "E2E-IRQS after \$(irqs)"
-[ \$get = 0 ] && [ \$post = 0 ]
+echo "E2E-NET-IRQS after \$(irqs)"
+[ \$get = 0 ] && [ \$post = 0 ] && [ \$nvme = 0 ]
 EOF
 )
 t0=$SECONDS
-e2e_l2_start $B 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
+e2e_l2_start $B 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U \
+	-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$E2E_EXTRA_UUID
 expect "L2 booted and reached the transfer" e2e_l2_wait $B net 900
 s0=$(e2e_snapshot $B)
+expect_eq "(g) borrower1: a DMA window of the guest's RAM for each device" "$(e2e_snap $B "$s0" dma_windows)" 2
 t1=$SECONDS
 e2e_l2_continue $B
 expect "L2 finished the transfer" e2e_l2_wait $B net-done 1200
@@ -97,7 +117,7 @@ printf '%s\n' "$s1" >"$RIGDIR/snapshot-1.txt"
 e2e_l2_continue $B
 e2e_l2_end $B
 out=$E2E_OUT
-echo "L2 boot + transfer + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB: $((t2 - t1)) s"
+echo "L2 boot + transfer and fio + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB (fio beside it): $((t2 - t1)) s"
 grep -E '^(L2-|E2E-)' <<<"$out" | sed 's/^/    L2> /'
 echo "L0 server log:"
 sed 's/^/    /' "$srv/log"
@@ -113,8 +133,8 @@ expect_eq "(b) L0: the guest's sha256 of the download is the blob's" \
 expect "(b) L0: the server stored this run's upload ($tag)" test -f "$srv/upload-$tag"
 expect "(b) L0: the upload is the blob, byte for byte" cmp "$srv/blob" "$srv/upload-$tag"
 
-before=$(e2e_irqs "$out" before)
-after=$(e2e_irqs "$out" after)
+before=$(sed -n 's/^E2E-NET-IRQS before //p' <<<"$out")
+after=$(sed -n 's/^E2E-NET-IRQS after //p' <<<"$out")
 expect "(c) guest /proc/interrupts: e1000e interrupts counted during the transfer ($before -> $after)" \
 	test "${after:-0}" -gt "${before:-0}"
 for q in rx tx; do
@@ -122,10 +142,13 @@ for q in rx tx; do
 		grep -qE "^E2E-IRQ-LINE +[0-9]+: +[0-9]*[1-9][0-9]* .*MSI.*eth0-$q-0" <<<"$out"
 done
 
-e2e_expect_irq_relay "$s0" "$s1" "the transfer"
-e2e_expect_no_software_in_path "$s0" "$s1" "the transfer"
+e2e_expect_irq_relay "$s0" "$s1" "the transfer and fio"
+e2e_expect_no_software_in_path "$s0" "$s1" "the transfer and fio"
+
+e2e_expect_guest_fio "$out"
+e2e_expect_written "$(rig_lender_nvme_img)" "$tag"
 
 ag_expect_returned $B 30 "(e)"
-expect_eq "(e) L2's script exited with status" "$(sed -n 's/^L2-SCRIPT-RC //p' <<<"$out")" 0
+AG_LENT=$NVME ag_expect_returned $B 30 "(e)"
 expect_klog_clean $B
 expect_klog_clean lender
