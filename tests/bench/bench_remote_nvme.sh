@@ -12,10 +12,6 @@
 # The rig is nested TCG: absolute figures are the emulation's, not hardware's; the ratios compare two
 # paths through the same emulation.
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
 . "$(dirname "$0")/../e2e/e2e-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
 

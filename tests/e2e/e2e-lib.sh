@@ -1,9 +1,14 @@
 # shellcheck shell=bash
-# Helpers for the e2e suite (sourced after tests/rig/rig.sh and ntb-lib.sh): boot an L2 guest (the rig's
-# small kernel and initramfs, with fio) under the stock QEMU in a borrower L1 with given devices and
-# memory, run a script in it, and check on L0 what its fio wrote into a device's backing file.
+# Helpers for the e2e suite, sourced by its tests (it sources the rig, NTB, kernel and agent libraries
+# they use too): boot an L2 guest (the rig's small kernel and initramfs, with fio) under the stock QEMU in
+# a borrower L1 with given devices and memory, run a script in it, and check on L0 what its fio wrote
+# into a device's backing file.
 
 E2E_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$E2E_LIB/../rig/rig.sh"
+. "$E2E_LIB/../rig/ntb-lib.sh"
+. "$E2E_LIB/../kernel/kernel-lib.sh"
+. "$E2E_LIB/../agent/agent-lib.sh"
 # rig_up's default, fixed here because the borrower's own NVMe image lives in it before rig_up runs.
 RIGDIR=${RIGDIR:-$FARPASS_TOP/rig-out/$(basename "$0" .sh)}
 mkdir -p "$RIGDIR"

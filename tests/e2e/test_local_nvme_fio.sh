@@ -14,9 +14,6 @@
 #      whole file before the rig booted is intact everywhere else.
 # Prints the L2 run's duration (L0 clock).
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/e2e-lib.sh"
 e2e_check_setup
 

@@ -29,10 +29,6 @@
 #      guest started everywhere else.
 # Prints the L2 run's duration, the transfer's size and the allowed counters' growth.
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
 . "$(dirname "$0")/e2e-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
 

@@ -28,10 +28,6 @@
 #      boot), give-back (power-off);
 #  (f) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
 . "$(dirname "$0")/e2e-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
 

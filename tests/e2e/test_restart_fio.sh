@@ -13,10 +13,6 @@
 #  (d) the guest's shutdown returned the device: the lender shows it free and reset it;
 #  (e) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
 . "$(dirname "$0")/e2e-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
 export AG_FDSTORE=1

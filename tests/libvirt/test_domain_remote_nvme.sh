@@ -26,10 +26,6 @@
 # The three kernel logs have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 # Prints each step's duration (a summary table, also `make demo`'s).
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
 . "$(dirname "$0")/../e2e/e2e-lib.sh"
 . "$(dirname "$0")/libvirt-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup

@@ -1,14 +1,10 @@
 # shellcheck shell=bash
-# Helpers for the check-reliability suite, sourced by its tests: the rig, kernel, agent and e2e libraries
-# (a test's guests are e2e guests), and each test's row of the suite's summary table, which
-# tests/run-suites.sh prints at the end of the suite. The row is $RIGDIR/summary.row, a header line and a
+# Helpers for the check-reliability suite, sourced by its tests: the e2e library (a test's guests are e2e
+# guests; it brings the rig, kernel and agent libraries), and each test's row of the suite's summary
+# table, which tests/run-suites.sh prints at the end of the suite. The row is $RIGDIR/summary.row, a header line and a
 # value line per scenario (tab-separated), rewritten whenever the test has measured something, so a test
 # that fails half-way still shows what it saw.
 REL_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$REL_LIB/../rig/rig.sh"
-. "$REL_LIB/../rig/ntb-lib.sh"
-. "$REL_LIB/../kernel/kernel-lib.sh"
-. "$REL_LIB/../agent/agent-lib.sh"
 . "$REL_LIB/../e2e/e2e-lib.sh"
 
 REL_ROW=$RIGDIR/summary.row
