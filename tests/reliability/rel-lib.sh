@@ -38,6 +38,14 @@ rel_row_next() {
 }
 
 
+# rel_count VAR DEFAULT WHAT: the count in environment variable VAR (DEFAULT if unset), a whole number of
+# WHAT, at least 1; else a message naming VAR and status 2.
+rel_count() {
+	local n=${!1:-$2}
+	[[ $n =~ ^[1-9][0-9]*$ ]] || { echo "$1 must be a whole number of $3, at least 1: $n" >&2; return 2; }
+	echo "$n"
+}
+
 # A fault under a guest's writes comes once REL_FAULT_AFTER_KB of its fio's region have completed.
 REL_FAULT_AFTER_KB=1024
 

@@ -24,8 +24,7 @@
 set -euo pipefail
 . "$(dirname "$0")/rel-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup
-N=${REL_CHURN_CYCLES:-10}
-[[ $N =~ ^[1-9][0-9]*$ ]] || { echo "REL_CHURN_CYCLES must be a whole number of cycles, at least 1: $N" >&2; exit 2; }
+N=$(rel_count REL_CHURN_CYCLES 10 cycles)
 # A short fio job between cycles: 64 writes of 4 KiB, each verified.
 E2E_REGIONS=(4096:$((16 << 20)):$((256 << 10)))
 E2E_L2_TIMEOUT=$((900 + N * 120))
