@@ -46,6 +46,18 @@ rel_count() {
 	echo "$n"
 }
 
+# rel_nth_tag BASE K: the tag a churn test's guest writes in its cycle or boot K, as its script computes
+# it (BASE xor K).
+rel_nth_tag() { printf '%08x' $((0x$1 ^ $2)); }
+
+# rel_per_cycle UNIT SECONDS...: "M s per UNIT (LO to HI)", the mean, least and greatest of the times.
+rel_per_cycle() {
+	local unit=$1
+	shift
+	printf '%s\n' "$@" | awk -v u="$unit" '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
+END { printf "%.1f s per %s (%.1f to %.1f)", s / NR, u, lo, hi }'
+}
+
 # A fault under a guest's writes comes once REL_FAULT_AFTER_KB of its fio's region have completed.
 REL_FAULT_AFTER_KB=1024
 

@@ -37,8 +37,6 @@ IMG=$(rig_lender_nvme_img)
 rel_row scenario "5: hot-plug churn" outage "$N x QMP device_del + device_add, fio verify between"
 
 base=$(e2e_tag)
-# The guest's tag of cycle C (0: before the first), as its script computes it.
-cycle_tag() { printf '%08x' $((0x$base ^ $1)); }
 e2e_canary "$IMG"
 r_pre=$(e2e_resources $B)
 e2e_resources_show "$r_pre"
@@ -90,8 +88,7 @@ done
 r1=$(e2e_resources $B)
 e2e_resources_show "$r1"
 back_c=$(e2e_resources_changed "$r0" "$r1")
-stats=$(printf '%s\n' "${times[@]}" | awk '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
-END { printf "%.1f s per cycle (%.1f to %.1f)", s / NR, lo, hi }')
+stats=$(rel_per_cycle cycle "${times[@]}")
 echo "cycles: $stats"
 rel_row 'recovery time' "$stats"
 e2e_l2_continue $B
@@ -107,7 +104,7 @@ done
 expect_eq "(a) cycles after which the guest had no nvme disk" "$(grep -c '^E2E-CHURN c=[0-9]* removed disks=0$' <<<"$out")" "$N"
 expect_eq "(a) cycles after which it had its disk again" "$(grep -c '^E2E-CHURN c=[0-9]* added disks=1$' <<<"$out")" "$N"
 e2e_expect_guest_fio "$out"
-e2e_expect_written "$IMG" "$(cycle_tag "$N")"
+e2e_expect_written "$IMG" "$(rel_nth_tag "$base" "$N")"
 # Blocks written and read back in the guest: 1 + N writes (each verified) and N + 1 read-backs of every
 # region; the last tag on L0 too.
 blocks=$(e2e_region_blocks)

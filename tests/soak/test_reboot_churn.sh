@@ -34,8 +34,6 @@ IMG=$(rig_lender_nvme_img)
 rel_row scenario "5: reboot churn" outage "$N x guest reboot (the device given back, borrowed again at POST), fio verify every boot"
 
 base=$(e2e_tag)
-# The guest's tag of boot K, as its script computes it.
-boot_tag() { printf '%08x' $((0x$base ^ $1)); }
 # The boot counter's block: 128 MiB into the namespace, outside the fio region.
 count_blk=$(((128 << 20) / 4096))
 E2E_WRITTEN_EXTRA=($((count_blk * 4096)):4096)
@@ -87,8 +85,7 @@ expect "L2's last boot waits before its read-back" e2e_l2_wait $B "boot$N" 600
 r1=$(e2e_resources $B)
 e2e_resources_show "$r1"
 back_b=$(e2e_resources_changed "$r0" "$r1")
-stats=$(printf '%s\n' "${times[@]}" | awk '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
-END { printf "%.1f s per boot (%.1f to %.1f)", s / NR, lo, hi }')
+stats=$(rel_per_cycle boot "${times[@]}")
 echo "reboots: $stats"
 rel_row 'recovery time' "$stats"
 e2e_l2_continue $B
@@ -105,7 +102,7 @@ expect_eq "(a) guest: read-backs of the boot before that passed, before the last
 expect_eq "(b) resources in the last boot as in the first" "$back_b" ""
 last=$(awk -v n=$((N + 1)) '/^L2-BOOTED/ { c++ } c >= n' <<<"$out")
 e2e_expect_guest_fio "$last"
-e2e_expect_written "$IMG" "$(boot_tag $((N - 1)))"
+e2e_expect_written "$IMG" "$(rel_nth_tag "$base" $((N - 1)))"
 rel_row 'what the guest saw' "its disk at every boot; every fio verify passed" \
 	'blocks checked' "$((2 * N * $(e2e_region_blocks))) ($N boots' $(e2e_region_blocks) written, each read back by the next), the last $(e2e_region_blocks) on L0"
 ag_expect_returned $B 60 "(d)"
