@@ -2,15 +2,22 @@
 # Helpers for the NTB rig tests (sourced after rig.sh): load the upstream NTB stack in an L1, find the
 # NTB of a link, poll for a condition, and assertions that print what they compared.
 
-# PCI name of the NTB of link N (default 1) in VM, as rig.sh places them: the lender's NTB for link N
-# is in slot 9+N, a borrower's is in slot 0xa.
+# PCI name of the NTB of link N in VM, as rig.sh places them (its header): a lender's NTB towards
+# borrowerB is in slot 9+B, a borrower's towards lenderL in slot 0xa+L-1. N defaults to VM's link with
+# the first lender or borrower1 (lender: 1, lender2: 3, borrowerB: B).
 ntb_pci() {
-	local vm=$1 link=${2:-1}
-	if [ "$vm" = lender ]; then
-		printf '0000:00:%02x.0\n' $((9 + link))
-	else
-		printf '0000:00:0a.0\n'
-	fi
+	local vm=$1 link=${2:-} b
+	case $vm in
+	lender*)
+		link=${link:-$(rig_link "$vm" borrower1)}
+		b=$(rig_link_borrower "$link")
+		printf '0000:00:%02x.0\n' $((9 + ${b#borrower}))
+		;;
+	*)
+		link=${link:-$(rig_link lender "$vm")}
+		printf '0000:00:%02x.0\n' $((0xa + $(_rig_lender_index "$(rig_link_lender "$link")") - 1))
+		;;
+	esac
 }
 
 # ntb_load VM MODULE [PARAM=VALUE...]: the NTB core, ntb_hw_epf and MODULE, each unless loaded.

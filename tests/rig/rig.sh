@@ -2,13 +2,18 @@
 # The rig launcher: a library that L0 test scripts source.
 #
 #   . tests/rig/rig.sh
-#   rig_up [--borrowers 1|2] [--lender-mem MiB] [--borrower-mem MiB] [--l1-root host|rootfs]
+#   rig_up [--borrowers 1|2] [--lenders 1|2] [--lender-mem MiB] [--borrower-mem MiB] [--l1-root host|rootfs]
 #   rig_run lender [--timeout S] -- 'insmod $(rig_modules_dir)/ntb.ko && lsmod'
 #   rig_kill borrower1; rig_boot borrower1; rig_down
 #
-# VMs: "lender" (10.99.0.1) and "borrower1" (.2), "borrower2" (.3), all L1 guests of $FARPASS_QEMU under
-# TCG with intel-iommu in DMA-translation mode. Link N joins the lender and borrowerN with one NTB device
-# on each side ($RIGDIR/linkN.sock). Each VM's files are in $RIGDIR/<vm>/ (console.log, qemu.log,
+# VMs: "lender" (10.99.0.1) and "borrower1" (.2), "borrower2" (.3), with --lenders 2 "lender2" (.4), all L1
+# guests of $FARPASS_QEMU under TCG with intel-iommu in DMA-translation mode. Each lender is linked to each
+# borrower by its own NTB, one device on each side ($RIGDIR/linkN.sock). Links are numbered so that the
+# first lender's keep their numbers whatever the rig has: link N = 2 × (lender index - 1) + borrower
+# index (rig_link LENDER BORROWER), i.e. lender-borrower1 1, lender-borrower2 2, lender2-borrower1 3,
+# lender2-borrower2 4. A lender's NTB towards borrowerB is in slot 9+B (0xa, 0xb); a borrower's towards
+# lenderL in slot 0xa+L-1 (0xa towards lender, 0xb towards lender2); QEMU device id ntbN on both ends
+# (ntb-lib.sh's ntb_pci VM [LINK]). Each VM's files are in $RIGDIR/<vm>/ (console.log, qemu.log,
 # server.log, cmd/), shared into the VM as 9p tag "out" at the same path.
 # L1's root is L0's own root (read-only 9p + tmpfs overlay: writes stay in the VM); with
 # --l1-root rootfs it is the mmdebstrap'ed libvirt root (setup.sh rootfs), with the repo and the cache
@@ -21,14 +26,15 @@
 #   RIG_NTB_DEVICE   NTB device model (default ntb-epf); RIG_NTB_PROPS: extra ",prop=val" for it
 #   RIG_APPEND       extra L1 kernel command line;  RIG_QEMU_EXTRA: extra QEMU arguments (all VMs)
 #   RIG_LENDER_EXTRA extra QEMU arguments for the lender only (e.g. "-device edu,addr=0x6");
-#   RIG_BORROWER1_EXTRA, RIG_BORROWER2_EXTRA: the same for one borrower (e.g. a local NVMe of its own)
+#   RIG_LENDER2_EXTRA, RIG_BORROWER1_EXTRA, RIG_BORROWER2_EXTRA: the same for one other VM
 #   RIG_LENDER_NVMES the lender's NVMe controllers (default 1), each with its own backing file on L0
-#                    (rig_lender_nvme_img K, rig_lender_nvme_pci K: K from 0)
+#                    (rig_lender_nvme_img K, rig_lender_nvme_pci K: K from 0); RIG_LENDER2_NVMES: lender2's
+#                    (default 1; rig_lender_nvme_img K lender2)
 #   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
 #   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
 #   RIG_TCG_THREAD   the L1s' TCG threading, single (default) or multi (unsafe: see _rig_prepare_vm)
 #   RIG_LINK_RELAY=1 each link runs through a relay on L0 ($RIGDIR/relayN.sock, link-relay.cpp) that
-#                    rig_link_cut and rig_link_restore pull out and plug back
+#                    rig_link_cut N and rig_link_restore N pull out and plug back
 
 RIG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$RIG_LIB/../../vm-images/env.sh"
@@ -56,20 +62,46 @@ rig_die() {
 
 rig_dir() { printf '%s\n' "$RIGDIR"; }
 rig_vm_dir() { printf '%s/%s\n' "$RIGDIR" "$1"; }
-# rig_lender_nvme_img [K], rig_lender_nvme_pci [K]: the backing file and the lender's PCI address of its
-# NVMe K (0: the one every rig has, at 00:08.0; the others from 00:10.0 on, clear of the NTBs).
-rig_lender_nvme_img() { local k=${1:-0}; printf '%s/lender-nvme%s.img\n' "$RIGDIR" "${k#0}"; }
+# rig_lender_nvme_img [K [LENDER]], rig_lender_nvme_pci [K]: the backing file of NVMe K of LENDER (default
+# the first lender), and its PCI address, the same on each lender (0: the one every lender has, at
+# 00:08.0; the others from 00:10.0 on, clear of the NTBs).
+rig_lender_nvme_img() { local k=${1:-0}; printf '%s/%s-nvme%s.img\n' "$RIGDIR" "${2:-lender}" "${k#0}"; }
 rig_lender_nvme_pci() { printf '0000:00:%02x.0\n' "$(_rig_lender_nvme_slot "${1:-0}")"; }
 _rig_lender_nvme_slot() { echo $(($1 ? 0x10 + $1 - 1 : 0x8)); }
 # Where the built .ko files are; the same path inside L1 (it runs on L0's root).
 rig_modules_dir() { printf '%s\n' "$FARPASS_KO_DIR"; }
-rig_vm_ip() {
+rig_vm_ip() { echo "10.99.0.$(_rig_vm_num "$1")"; }
+# A VM's number: its management IP's last byte, its MAC's last byte and its LAN hub port's offset.
+_rig_vm_num() {
 	case $1 in
-	lender) echo 10.99.0.1 ;;
-	borrower1) echo 10.99.0.2 ;;
-	borrower2) echo 10.99.0.3 ;;
+	lender) echo 1 ;;
+	borrower1) echo 2 ;;
+	borrower2) echo 3 ;;
+	lender2) echo 4 ;;
 	*) return 1 ;;
 	esac
+}
+
+# rig_link LENDER BORROWER: the number of the link between them (header: the first lender's links keep
+# their numbers in a rig with two lenders); rig_link_lender N, rig_link_borrower N: its ends.
+rig_link() { echo $((2 * ($(_rig_lender_index "$1") - 1) + ${2#borrower})); }
+rig_link_lender() { (($1 <= 2)) && echo lender || echo lender2; }
+rig_link_borrower() { echo "borrower$((($1 - 1) % 2 + 1))"; }
+_rig_lender_index() {
+	case $1 in
+	lender) echo 1 ;;
+	lender2) echo 2 ;;
+	*) return 1 ;;
+	esac
+}
+# rig_links: the numbers of the rig's links, in order.
+rig_links() {
+	local l b
+	for l in "${RIG_LENDER_VMS[@]}"; do
+		for b in "${RIG_BORROWER_VMS[@]}"; do
+			rig_link "$l" "$b"
+		done
+	done
 }
 
 _rig_now() { date +%s.%N; }
@@ -162,7 +194,8 @@ _rig_lan_ports() {
 
 _rig_start_hub() {
 	local ports=() i
-	for i in 1 2 3; do
+	# A port per VM number: 1 to 3 whatever the borrowers, 4 for lender2.
+	for i in $(seq $((RIG_LENDERS == 2 ? 4 : 3))); do
 		ports+=($((RIG_HUB_PORT + i)))
 	done
 	"$RIG_LAN_HUB" --tag "$RIGDIR" "$RIG_HUB_PORT" "${ports[@]}" \
@@ -187,7 +220,7 @@ declare -gA RIG_RELAY_PID=()
 _rig_start_relays() {
 	local link i
 	[ "${RIG_LINK_RELAY:-0}" = 1 ] && [ "${RIG_NO_NTB:-0}" != 1 ] || return 0
-	for ((link = 1; link <= RIG_BORROWERS; link++)); do
+	for link in $(rig_links); do
 		"$RIG_LINK_RELAY_BIN" --tag "$RIGDIR" "$RIGDIR/relay$link.sock" "$RIGDIR/link$link.sock" \
 			</dev/null >>"$RIGDIR/link-relay$link.log" 2>&1 &
 		RIG_RELAY_PID[$link]=$!
@@ -222,7 +255,7 @@ _rig_link_signal() {
 
 # Write the VM's QEMU argv (NUL-separated, so rig_boot replays it exactly) and a readable copy.
 _rig_prepare_vm() {
-	local vm=$1 n=$2 mem=$3 dir append link
+	local vm=$1 n=$2 mem=$3 dir append link peer
 	local -a a
 	dir=$(rig_vm_dir "$vm")
 	mkdir -p "$dir"
@@ -258,23 +291,28 @@ _rig_prepare_vm() {
 	else
 		a+=(-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap)
 	fi
-	if [ "$vm" = lender ]; then
-		for ((k = 0; k < ${RIG_LENDER_NVMES:-1}; k++)); do
-			a+=(-drive "file=$(rig_lender_nvme_img $k),if=none,id=nvme$k,format=raw,cache=writeback"
-				-device "nvme,drive=nvme$k,serial=farpass-nvme$k,addr=$(printf 0x%x "$(_rig_lender_nvme_slot $k)")")
+	if _rig_lender_index "$vm" >/dev/null; then
+		local nvmes=RIG_${vm^^}_NVMES
+		for ((k = 0; k < ${!nvmes:-1}; k++)); do
+			# Serials farpass-nvmeK on the lender, farpass2-nvmeK on lender2: a guest with both tells them apart.
+			a+=(-drive "file=$(rig_lender_nvme_img $k "$vm"),if=none,id=nvme$k,format=raw,cache=writeback"
+				-device "nvme,drive=nvme$k,serial=farpass${vm#lender}-nvme$k,addr=$(printf 0x%x "$(_rig_lender_nvme_slot $k)")")
 		done
 	fi
 	local extra=RIG_${vm^^}_EXTRA
 	# shellcheck disable=SC2206
 	a+=(${!extra:-})
 	if [ "${RIG_NO_NTB:-0}" != 1 ]; then
-		if [ "$vm" = lender ]; then
-			for ((link = 1; link <= RIG_BORROWERS; link++)); do
-				a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$RIGDIR/link$link.sock,server=on,addr=$(printf 0x%x $((9 + link)))${RIG_NTB_PROPS:-}")
+		if _rig_lender_index "$vm" >/dev/null; then
+			for peer in "${RIG_BORROWER_VMS[@]}"; do
+				link=$(rig_link "$vm" "$peer")
+				a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$RIGDIR/link$link.sock,server=on,addr=$(printf 0x%x $((9 + ${peer#borrower})))${RIG_NTB_PROPS:-}")
 			done
 		else
-			link=${vm#borrower}
-			a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$(_rig_link_socket "$link"),server=off,addr=0xa${RIG_NTB_PROPS:-}")
+			for peer in "${RIG_LENDER_VMS[@]}"; do
+				link=$(rig_link "$peer" "$vm")
+				a+=(-device "$RIG_NTB_DEVICE,id=ntb$link,socket=$(_rig_link_socket "$link"),server=off,addr=$(printf 0x%x $((0xa + $(_rig_lender_index "$peer") - 1)))${RIG_NTB_PROPS:-}")
+			done
 		fi
 	fi
 	# shellcheck disable=SC2206
@@ -295,10 +333,11 @@ _rig_launch() {
 	mkdir -p "$dir/cmd"
 	RIG_T0[$vm]=$(_rig_now)
 	l1_boot_marker "$vm" "${RIG_T0[$vm]}" "$reason" | tee -a "$dir/qemu.log" >>"$dir/console.log"
-	# The lender listens on the link sockets: a killed lender leaves stale ones behind.
-	if [ "$vm" = lender ]; then
-		rm -f "$RIGDIR"/link*.sock
-	fi
+	# A lender listens on its links' sockets: a killed lender leaves stale ones behind.
+	local link
+	for link in $(rig_links); do
+		[ "$(rig_link_lender "$link")" != "$vm" ] || rm -f "$RIGDIR/link$link.sock"
+	done
 	"${a[@]}" </dev/null >>"$dir/qemu.log" 2>&1 &
 	RIG_PID[$vm]=$!
 	# Not a job of the test's shell: no "Killed" notices when rig_kill/rig_down end it.
@@ -395,11 +434,12 @@ _rig_show_logs() {
 # ---------------------------------------------------------------------------------------- public API
 
 rig_up() {
-	local borrowers=1 lmem=2048 bmem=3072 vm n
+	local borrowers=1 lenders=1 lmem=2048 bmem=3072 vm n
 	RIG_L1_ROOT=host
 	while (($#)); do
 		case $1 in
 		--borrowers) borrowers=$2; shift 2 ;;
+		--lenders) lenders=$2; shift 2 ;;
 		--lender-mem) lmem=$2; shift 2 ;;
 		--borrower-mem) bmem=$2; shift 2 ;;
 		--l1-root) RIG_L1_ROOT=$2; shift 2 ;;
@@ -407,6 +447,7 @@ rig_up() {
 		esac
 	done
 	case $borrowers in 1 | 2) ;; *) rig_die "rig_up: --borrowers must be 1 or 2" || return ;; esac
+	case $lenders in 1 | 2) ;; *) rig_die "rig_up: --lenders must be 1 or 2" || return ;; esac
 	case $RIG_L1_ROOT in
 	host) ;;
 	rootfs)
@@ -414,7 +455,7 @@ rig_up() {
 		;;
 	*) rig_die "rig_up: --l1-root must be host or rootfs" || return ;;
 	esac
-	RIG_BORROWERS=$borrowers
+	RIG_LENDERS=$lenders
 	RIGDIR=${RIGDIR:-$FARPASS_TOP/rig-out/$(basename "$0" .sh)}
 	_rig_check_setup || return
 	_rig_pick_qemu || return
@@ -428,48 +469,55 @@ rig_up() {
 	_rig_kill_stale
 	_rig_install_trap
 	RIG_UP=1
-	RIG_VMS=(lender)
+	RIG_LENDER_VMS=(lender)
+	((lenders == 1)) || RIG_LENDER_VMS+=(lender2)
+	RIG_BORROWER_VMS=()
 	for ((n = 1; n <= borrowers; n++)); do
-		RIG_VMS+=("borrower$n")
+		RIG_BORROWER_VMS+=("borrower$n")
 	done
-	rm -rf "$RIGDIR"/lender "$RIGDIR"/borrower[12] "$RIGDIR"/link*.sock "$RIGDIR"/relay*.sock "$RIGDIR"/link-relay*.log \
-		"$RIGDIR/boot-times.txt"
-	# A fresh sparse NVMe backing file per rig: tests start from a known state.
-	rm -f "$RIGDIR"/lender-nvme*.img
-	for ((n = 0; n < ${RIG_LENDER_NVMES:-1}; n++)); do
-		truncate -s 256M "$(rig_lender_nvme_img $n)"
+	RIG_VMS=("${RIG_LENDER_VMS[@]}" "${RIG_BORROWER_VMS[@]}")
+	rm -rf "$RIGDIR"/lender "$RIGDIR"/lender2 "$RIGDIR"/borrower[12] "$RIGDIR"/link*.sock "$RIGDIR"/relay*.sock \
+		"$RIGDIR"/link-relay*.log "$RIGDIR/boot-times.txt"
+	# Fresh sparse NVMe backing files per rig: tests start from a known state.
+	rm -f "$RIGDIR"/lender-nvme*.img "$RIGDIR"/lender2-nvme*.img
+	for vm in "${RIG_LENDER_VMS[@]}"; do
+		local nvmes=RIG_${vm^^}_NVMES
+		for ((n = 0; n < ${!nvmes:-1}; n++)); do
+			truncate -s 256M "$(rig_lender_nvme_img $n "$vm")"
+		done
 	done
 	_rig_lan_ports
 	_rig_start_hub
-	n=1
 	for vm in "${RIG_VMS[@]}"; do
-		_rig_prepare_vm "$vm" "$n" "$([ "$vm" = lender ] && echo "$lmem" || echo "$bmem")"
-		n=$((n + 1))
+		_rig_prepare_vm "$vm" "$(_rig_vm_num "$vm")" "$(_rig_lender_index "$vm" >/dev/null && echo "$lmem" || echo "$bmem")"
 	done
 	rig_log "up: ${RIG_VMS[*]} in $RIGDIR with $RIG_QEMU$([ "${RIG_NO_NTB:-0}" = 1 ] && echo ' (no NTB)')"
-	_rig_launch lender
+	for vm in "${RIG_LENDER_VMS[@]}"; do
+		_rig_launch "$vm"
+	done
 	_rig_wait_ntb_sockets || return
 	_rig_start_relays || return
-	for vm in "${RIG_VMS[@]:1}"; do
+	for vm in "${RIG_BORROWER_VMS[@]}"; do
 		_rig_launch "$vm"
 	done
 	_rig_wait_ready_all "${RIG_VMS[@]}"
 }
 
-# The lender's NTB ends listen (server=on): start borrowers once the sockets exist, so that their
-# connect does not race the lender's QEMU start-up.
+# The lenders' NTB ends listen (server=on): start borrowers once the sockets exist, so that their
+# connect does not race a lender's QEMU start-up.
 _rig_wait_ntb_sockets() {
-	local link i
+	local link lender i
 	[ "${RIG_NO_NTB:-0}" = 1 ] && return 0
-	for ((link = 1; link <= RIG_BORROWERS; link++)); do
+	for link in $(rig_links); do
+		lender=$(rig_link_lender "$link")
 		for i in $(seq 200); do
 			[ -S "$RIGDIR/link$link.sock" ] && break
-			rig_vm_alive lender || break
+			rig_vm_alive "$lender" || break
 			sleep 0.05
 		done
 		if [ ! -S "$RIGDIR/link$link.sock" ]; then
-			rig_log "lender did not create $RIGDIR/link$link.sock"
-			_rig_show_logs lender
+			rig_log "$lender did not create $RIGDIR/link$link.sock"
+			_rig_show_logs "$lender"
 			return 1
 		fi
 	done
