@@ -17,6 +17,8 @@
 #   ag_log VM                   the agent's log (stderr with <N> priority prefixes)
 #   ag_wait_log VM S REGEX      true once the agent's log matches, within S seconds
 #   ag_wait_count VM S REGEX N  true once more than N of its lines match, within S seconds
+# The helpers about "the lender" act on $AG_LENDER: the rig's first lender unless a test names lender2
+# (AG_LENDER=lender2 ag_expect_returned ...).
 
 FP_AGENT=$FARPASS_BUILD/lender-agent/farpass-agent
 FP_CTL=$FARPASS_BUILD/lender-agent/farpassctl
@@ -30,6 +32,9 @@ AG_LENT=${AG_LENT:-$LENDER_NVME}
 # More lender devices (PCI addresses, space-separated) lent with it, before any instance exists (a device
 # lent while the link has an instance waits until it has none).
 AG_LENT_ALSO=${AG_LENT_ALSO:-}
+AG_LENDER=${AG_LENDER:-lender}
+# In a rig with two lenders: the devices lender2 lends in ag_remote_mdev (its NVMe unless a test says).
+AG_LENT2=${AG_LENT2:-$LENDER_NVME}
 
 ag_check_built() {
 	local f
@@ -96,7 +101,7 @@ test \"\$(cat $RIGDIR/$vm/agent.pid)\" != $old && $FP_CTL status >/dev/null 2>&1
 }
 
 ag_lease_ids() {
-	echo "$(rig_run lender -- "jq -r '.devices[0].lease.id' /var/lib/farpass/state.json")" \
+	echo "$(rig_run "$AG_LENDER" -- "jq -r '.devices[0].lease.id' /var/lib/farpass/state.json")" \
 		"$(rig_run "$1" -- "jq -c '[.. | objects | select(has(\"lease\")) | .lease | objects | .id]' /var/lib/farpass/borrower.json")"
 }
 
@@ -109,7 +114,7 @@ ag_ctl() {
 ag_peer() {
 	local vm=$1
 	shift
-	rig_run "$vm" --timeout 60 -- "$FP_PEER --pki $RIGDIR/$vm/pki --host $vm --lender lender --address $(rig_vm_ip lender):$AG_PORT $*"
+	rig_run "$vm" --timeout 60 -- "$FP_PEER --pki $RIGDIR/$vm/pki --host $vm --lender $AG_LENDER --address $(rig_vm_ip "$AG_LENDER"):$AG_PORT $*"
 }
 
 ag_log() { tr -d '\r' <"$RIGDIR/$1/agent.log"; }
@@ -134,91 +139,106 @@ ag_wait_count() {
 	return 1
 }
 
-# ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender, its agent started, $AG_LENT and
-# $AG_LENT_ALSO lent.
+# ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender ($AG_LENDER), its agent started, $AG_LENT
+# and $AG_LENT_ALSO lent.
 ag_lender_up() {
-	local pci
-	expect "lender: vfio-pci and the IOMMU are there" \
-		rig_run lender -- "modprobe -a vfio-pci vfio_iommu_type1 && test -e /sys/bus/pci/devices/$AG_LENT/iommu_group"
-	ag_config lender "${1:-}"
-	expect "lender: farpass-agent starts" ag_start lender
+	local pci l=$AG_LENDER
+	expect "$l: vfio-pci and the IOMMU are there" \
+		rig_run "$l" -- "modprobe -a vfio-pci vfio_iommu_type1 && test -e /sys/bus/pci/devices/$AG_LENT/iommu_group"
+	ag_config "$l" "${1:-}"
+	expect "$l: farpass-agent starts" ag_start "$l"
 	for pci in $AG_LENT $AG_LENT_ALSO; do
-		expect "lender: farpassctl lend $pci" ag_ctl lender lend "$pci"
-		expect_eq "lender: $pci is bound to vfio-pci" \
-			"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$pci/driver)")" vfio-pci
+		expect "$l: farpassctl lend $pci" ag_ctl "$l" lend "$pci"
+		expect_eq "$l: $pci is bound to vfio-pci" \
+			"$(rig_run "$l" -- "basename \$(readlink /sys/bus/pci/devices/$pci/driver)")" vfio-pci
 	done
 }
 
-# ag_type_of VM PCI: the mdev type on VM's NTB of the lender's device PCI (its name ends "(PCI)"; empty
-# if there is none).
+# ag_type_of VM PCI [LENDER]: the mdev type on VM's NTB towards LENDER (default $AG_LENDER) of that
+# lender's device PCI (its name ends "(PCI)"; empty if there is none).
 ag_type_of() {
-	rig_run "$1" -- "cd /sys/class/mdev_bus/$(ntb_pci "$1")/mdev_supported_types 2>/dev/null &&
+	rig_run "$1" -- "cd /sys/class/mdev_bus/$(ntb_pci "$1" "$(rig_link "${3:-$AG_LENDER}" "$1")")/mdev_supported_types 2>/dev/null &&
 grep -ls ' ($2)\$' */name | cut -d/ -f1" || true
 }
 
-# ag_remote_mdev "VM..." UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on the lender and each
-# borrower VM (borrowerN reaches the lender over link N), both agents (the lender's lends $AG_LENT and
-# $AG_LENT_ALSO to each VM), their mdev types awaited on each VM's NTB and instance UUID of $AG_LENT's
-# created there (the same UUID on every borrower, as farpassctl mdev-uuid gives). The fragments add agent
-# config keys ('"lease_ms": 6000'). AG_TYPE: the type's name (the same on every borrower).
+# ag_remote_mdev "VM..." UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on every lender of the
+# rig and each borrower VM, their agents (the lender lends $AG_LENT and $AG_LENT_ALSO, lender2 if the rig
+# has it $AG_LENT2, to each VM over their link; each VM's agent has every lender as a peer), the mdev
+# types awaited on each VM's NTB towards their lender, and instance UUID of the lender's $AG_LENT created
+# there (the same UUID on every borrower, as farpassctl mdev-uuid gives). The fragments add agent config
+# keys ('"lease_ms": 6000'). AG_TYPE: the name of $AG_LENT's type (the same on every borrower).
 ag_remote_mdev() {
-	local vms=$1 uuid=$2 vm ntb pci peers=
+	local vms=$1 uuid=$2 vm l pci peers
+	local -A lent=([lender]=$AG_LENT [lender2]=$AG_LENT2) also=([lender]=$AG_LENT_ALSO [lender2]="")
 	ag_pki
-	fp_load lender
+	for l in "${RIG_LENDER_VMS[@]}"; do
+		fp_load "$l"
+	done
 	for vm in $vms; do
 		fp_load "$vm"
-		peers+="${peers:+, }$(ag_peer_entry "$vm" "$(ntb_pci lender "${vm#borrower}")")"
 	done
-	ag_lender_up ", ${3:+$3, }\"peers\": [$peers]"
+	for l in "${RIG_LENDER_VMS[@]}"; do
+		peers=
+		for vm in $vms; do
+			peers+="${peers:+, }$(ag_peer_entry "$vm" "$(ntb_pci "$l" "$(rig_link "$l" "$vm")")")"
+		done
+		AG_LENDER=$l AG_LENT=${lent[$l]} AG_LENT_ALSO=${also[$l]} ag_lender_up ", ${3:+$3, }\"peers\": [$peers]"
+	done
 	for vm in $vms; do
-		ntb=$(ntb_pci "$vm")
-		ag_config "$vm" ", \"poll_ms\": 1000, ${4:+$4, }\"peers\": [$(ag_peer_entry lender "$ntb")]"
+		peers=
+		for l in "${RIG_LENDER_VMS[@]}"; do
+			peers+="${peers:+, }$(ag_peer_entry "$l" "$(ntb_pci "$vm" "$(rig_link "$l" "$vm")")")"
+		done
+		ag_config "$vm" ", \"poll_ms\": 1000, ${4:+$4, }\"peers\": [$peers]"
 		expect "$vm: farpass-agent starts" ag_start "$vm"
-		for pci in $AG_LENT_ALSO $AG_LENT; do
-			AG_TYPE=
-			for _ in $(seq 30); do
-				AG_TYPE=$(ag_type_of "$vm" "$pci")
-				[ -n "$AG_TYPE" ] && break
-				sleep 1
+		# The first lender's last, so that AG_TYPE ends as $AG_LENT's.
+		for l in $(printf '%s\n' "${RIG_LENDER_VMS[@]}" | tac); do
+			for pci in ${also[$l]} ${lent[$l]}; do
+				AG_TYPE=
+				for _ in $(seq 30); do
+					AG_TYPE=$(ag_type_of "$vm" "$pci" "$l")
+					[ -n "$AG_TYPE" ] && break
+					sleep 1
+				done
+				expect "$vm: the $l's $pci appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
 			done
-			expect "$vm: the lender's $pci appears as an mdev type on the NTB: $AG_TYPE" test -n "$AG_TYPE"
 		done
 		expect "$vm: create mdev $uuid" \
-			rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$ntb/mdev_supported_types/$AG_TYPE/create"
+			rig_run "$vm" -- "echo $uuid > /sys/class/mdev_bus/$(ntb_pci "$vm")/mdev_supported_types/$AG_TYPE/create"
 	done
 }
 
 # ag_lender_reg32 PCI BAR OFFSET: a 32-bit register of a lender device's memory BAR, read around its
 # driver through sysfs resourceBAR (printed in hex).
 ag_lender_reg32() {
-	rig_run lender -- "python3 -c 'import mmap, struct
+	rig_run "$AG_LENDER" -- "python3 -c 'import mmap, struct
 f = open(\"/sys/bus/pci/devices/$1/resource$2\", \"r+b\")
 m = mmap.mmap(f.fileno(), ($3 // 4096 + 1) * 4096)
 print(\"%#x\" % struct.unpack_from(\"<I\", m, $3)[0])'"
 }
 
-# ag_expect_returned VM SECONDS LABEL: VM's agent gave $AG_LENT back within SECONDS, and the lender has it
-# free again (ag_expect_free).
+# ag_expect_returned VM SECONDS LABEL: VM's agent gave $AG_LENDER's $AG_LENT back within SECONDS, and the
+# lender has it free again (ag_expect_free).
 ag_expect_returned() {
-	expect "$1: the agent gave it back" ag_wait_log "$1" "$2" "gave back lender/$AG_LENT"
+	expect "$1: the agent gave it back" ag_wait_log "$1" "$2" "gave back $AG_LENDER/$AG_LENT"
 	ag_expect_free "$3"
 }
 
-# ag_expect_free LABEL: the lender has no borrow, lists $AG_LENT free, keeps it on vfio-pci, with bus
-# master off (and an NVMe reset: CSTS.RDY 0).
+# ag_expect_free LABEL: the lender ($AG_LENDER) has no borrow, lists $AG_LENT free, keeps it on vfio-pci,
+# with bus master off (and an NVMe reset: CSTS.RDY 0).
 ag_expect_free() {
-	local label=$1 cmd csts
-	expect_eq "$label lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
-	expect_eq "$label lender: list shows it free" \
-		"$(ag_ctl lender --json list | jq -r --arg p "$AG_LENT" '.devices[] | select(.pci == $p) | "\(.pci) \(.borrower)"')" "$AG_LENT null"
-	expect_eq "$label lender: $AG_LENT is still on vfio-pci" \
-		"$(rig_run lender -- "basename \$(readlink /sys/bus/pci/devices/$AG_LENT/driver)")" vfio-pci
-	cmd=0x$(rig_run lender -- "setpci -s $AG_LENT COMMAND")
-	echo "lender: command=$cmd"
-	expect "$label lender: bus master off" test $((cmd & 4)) = 0
-	if [ "$(rig_run lender -- "cat /sys/bus/pci/devices/$AG_LENT/class")" = 0x010802 ]; then
+	local label=$1 cmd csts l=$AG_LENDER
+	expect_eq "$label $l: no borrows left" "$(ag_ctl "$l" borrows)" "no borrows"
+	expect_eq "$label $l: list shows it free" \
+		"$(ag_ctl "$l" --json list | jq -r --arg p "$AG_LENT" '.devices[] | select(.pci == $p) | "\(.pci) \(.borrower)"')" "$AG_LENT null"
+	expect_eq "$label $l: $AG_LENT is still on vfio-pci" \
+		"$(rig_run "$l" -- "basename \$(readlink /sys/bus/pci/devices/$AG_LENT/driver)")" vfio-pci
+	cmd=0x$(rig_run "$l" -- "setpci -s $AG_LENT COMMAND")
+	echo "$l: command=$cmd"
+	expect "$label $l: bus master off" test $((cmd & 4)) = 0
+	if [ "$(rig_run "$l" -- "cat /sys/bus/pci/devices/$AG_LENT/class")" = 0x010802 ]; then
 		csts=$(ag_lender_reg32 "$AG_LENT" 0 0x1c)
-		echo "lender: csts=$csts"
-		expect "$label lender: controller reset (CSTS.RDY 0)" test $((csts & 1)) = 0
+		echo "$l: csts=$csts"
+		expect "$label $l: controller reset (CSTS.RDY 0)" test $((csts & 1)) = 0
 	fi
 }

@@ -427,14 +427,15 @@ e2e_remote_mdev() {
 	E2E_DEVICE_ID=${AG_TYPE##*-}
 }
 
-# e2e_extra_mdev VM PCI: an instance on VM of another device the lender lent with $AG_LENT (PCI, in
-# $AG_LENT_ALSO), under the UUID farpassctl mdev-uuid gives its type: E2E_EXTRA_UUID.
+# e2e_extra_mdev VM PCI [LENDER]: an instance on VM of another device the lender lent with $AG_LENT (PCI,
+# in $AG_LENT_ALSO), or of LENDER's device PCI (lender2: $AG_LENT2), under the UUID farpassctl mdev-uuid
+# gives its type: E2E_EXTRA_UUID.
 e2e_extra_mdev() {
-	local type
-	type=$(ag_type_of "$1" "$2")
+	local type l=${3:-$AG_LENDER}
+	type=$(ag_type_of "$1" "$2" "$l")
 	E2E_EXTRA_UUID=$(ag_ctl "$1" mdev-uuid "$type")
-	expect "$1: create mdev $E2E_EXTRA_UUID of $2" \
-		rig_run "$1" -- "echo $E2E_EXTRA_UUID > /sys/class/mdev_bus/$(ntb_pci "$1")/mdev_supported_types/$type/create"
+	expect "$1: create mdev $E2E_EXTRA_UUID of $2${3:+ (of $3)}" \
+		rig_run "$1" -- "echo $E2E_EXTRA_UUID > /sys/class/mdev_bus/$(ntb_pci "$1" "$(rig_link "$l" "$1")")/mdev_supported_types/$type/create"
 }
 
 # e2e_expect_window_full LAYOUT LABEL: a DMA_LAYOUT answer (fp_client dma-layout) whose pinned pages cover
@@ -450,19 +451,19 @@ e2e_expect_window_full() {
 		test "$total" -gt 0 -a $((total - ${pinned:-0} * 4096)) -le $((256 << 10))
 }
 
-# e2e_expect_borrows VM COUNT LABEL: VM's agent logged exactly COUNT borrows of the lender's device,
-# each given back before the next ("borrowed lender/", "gave back lender/", ...), waited for up to 60 s
-# (the last give-back follows the guest's power-off).
+# e2e_expect_borrows VM COUNT LABEL: VM's agent logged exactly COUNT borrows of the lender's ($AG_LENDER)
+# device, each given back before the next ("borrowed lender/", "gave back lender/", ...), waited for up
+# to 60 s (the last give-back follows the guest's power-off).
 e2e_expect_borrows() {
-	local vm=$1 n=$2 want= i
+	local vm=$1 n=$2 want= i l=$AG_LENDER
 	for ((i = 0; i < n; i++)); do
-		want+="borrowed lender/gave back lender/"
+		want+="borrowed $l/gave back $l/"
 	done
 	for _ in $(seq 60); do
-		[ "$(ag_log "$vm" | grep -c 'gave back lender/')" -lt "$n" ] || break
+		[ "$(ag_log "$vm" | grep -c "gave back $l/")" -lt "$n" ] || break
 		sleep 1
 	done
-	expect_eq "$3" "$(ag_log "$vm" | grep -oE 'borrowed lender/|gave back lender/' | tr -d '\n')" "$want"
+	expect_eq "$3" "$(ag_log "$vm" | grep -oE "borrowed $l/|gave back $l/" | tr -d '\n')" "$want"
 }
 
 # e2e_expect_reset_works VM: the L2's QEMU reset the mdev (at machine start) without complaint: the
@@ -475,33 +476,44 @@ e2e_expect_reset_works() {
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).
 e2e_counter() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
 
-# e2e_snapshot VM: farpass's counters on the lender and on borrower VM, one "HOST NAME VALUE" line each.
-# The lender is read before and after VM until both reads agree (at most 10 tries: a device may raise an
-# interrupt at any time, e.g. e1000e's watchdog every 2 s): no interrupt was posted while VM was read, so
-# the two hosts' counters describe the same interrupts.
+# e2e_snapshot VM: farpass's counters on each lender of the rig and on borrower VM, one "HOST NAME VALUE"
+# line each. The lenders are read before and after VM until both reads agree (at most 10 tries: a device
+# may raise an interrupt at any time, e.g. e1000e's watchdog every 2 s): no interrupt was posted while VM
+# was read, so the hosts' counters describe the same interrupts.
 e2e_snapshot() {
 	local vm=$1 l b l2 i
 	for i in $(seq 10); do
-		l=$(rig_run lender -- "cat $FP_DBG/counters") || return
+		l=$(e2e_lender_counters) || return
 		b=$(rig_run "$vm" -- "cat $FP_DBG/counters") || return
-		l2=$(rig_run lender -- "cat $FP_DBG/counters") || return
+		l2=$(e2e_lender_counters) || return
 		[ "$l" != "$l2" ] || break
-		echo "e2e_snapshot: the lender's counters changed while $vm's were read (try $i)" >&2
+		echo "e2e_snapshot: a lender's counters changed while $vm's were read (try $i)" >&2
 	done
-	sed 's/^/lender /' <<<"$l2"
+	printf '%s\n' "$l2"
 	sed "s/^/$vm /" <<<"$b"
 }
 
-# e2e_resources VM: what the lender and borrower VM hold, one "HOST NAME VALUE" line each: farpass's
-# counters (e2e_snapshot) and the agents' state: the lender's leases and their DMA mappings (what its VFIO
-# container maps in the devices' IOMMU domains: state.json), VM's leases (borrower.json).
+# e2e_lender_counters: farpass's counters on each lender of the rig, "LENDER NAME VALUE" lines.
+e2e_lender_counters() {
+	local l c
+	for l in "${RIG_LENDER_VMS[@]}"; do
+		c=$(rig_run "$l" -- "cat $FP_DBG/counters") || return
+		sed "s/^/$l /" <<<"$c"
+	done
+}
+
+# e2e_resources VM: what the lenders and borrower VM hold, one "HOST NAME VALUE" line each: farpass's
+# counters (e2e_snapshot) and the agents' state: each lender's leases and their DMA mappings (what its
+# VFIO container maps in the devices' IOMMU domains: state.json), VM's leases (borrower.json).
 e2e_resources() {
-	local vm=$1 n
+	local vm=$1 n l
 	e2e_snapshot "$vm" || return
-	n=$(rig_run lender -- "jq '[.devices[].lease | objects] | length' /var/lib/farpass/state.json") || return
-	echo "lender agent_leases $n"
-	n=$(rig_run lender -- "jq '[.devices[].lease | objects | .dma[]] | length' /var/lib/farpass/state.json") || return
-	echo "lender agent_dma_mappings $n"
+	for l in "${RIG_LENDER_VMS[@]}"; do
+		n=$(rig_run "$l" -- "jq '[.devices[].lease | objects] | length' /var/lib/farpass/state.json") || return
+		echo "$l agent_leases $n"
+		n=$(rig_run "$l" -- "jq '[.devices[].lease | objects | .dma[]] | length' /var/lib/farpass/state.json") || return
+		echo "$l agent_dma_mappings $n"
+	done
 	n=$(rig_run "$vm" -- "jq '[.. | objects | select(has(\"lease\")) | .lease | objects] | length' \
 /var/lib/farpass/borrower.json") || return
 	echo "$vm agent_leases $n"
@@ -542,6 +554,9 @@ e2e_resources_show() {
 	done
 }
 
+# e2e_borrower_of S: the borrower of a snapshot (its one host that is not a lender).
+e2e_borrower_of() { awk '$1 !~ /^lender/ { print $1; exit }' <<<"$1"; }
+
 # e2e_hosts S: the hosts of a snapshot, in their first line's order.
 e2e_hosts() { awk '!seen[$1]++ { print $1 }' <<<"$1"; }
 
@@ -568,7 +583,7 @@ e2e_expect_no_software_in_path() {
 	local s0=$1 s1=$2 what=$3 host allowed c d changed n
 	for host in $(awk '{ print $1 }' <<<"$s1" | uniq); do
 		allowed=$E2E_IO_COUNTERS_BORROWER
-		[ "$host" != lender ] || allowed=$E2E_IO_COUNTERS_LENDER
+		[[ $host != lender* ]] || allowed=$E2E_IO_COUNTERS_LENDER
 		changed=
 		n=0
 		for c in $(awk -v h="$host" '$1 == h { print $2 }' <<<"$s0$(printf '\n')$s1" | sort -u); do
@@ -583,18 +598,21 @@ e2e_expect_no_software_in_path() {
 		expect "(d) $host: its farpass counters were read ($n)" test "$n" -ge 40
 		expect_eq "(d) $host: counters outside the allow-list ($allowed) unchanged during $what" "$changed" ""
 	done
-	d=$(e2e_snap_delta "$(awk '$1 != "lender" { print $1; exit }' <<<"$s1")" "$s0" "$s1" bar_trapped_msix)
+	d=$(e2e_snap_delta "$(e2e_borrower_of "$s1")" "$s0" "$s1" bar_trapped_msix)
 	expect "(d) trapped MSI-X table/PBA accesses during $what: $d <= $E2E_MSIX_TRAPS_MAX" test "$d" -le "$E2E_MSIX_TRAPS_MAX"
 }
 
-# e2e_expect_irq_relay S0 S1 WHAT: between two e2e_snapshot (during WHAT) the lender posted interrupts,
-# the borrower signalled exactly as many to its VFIO user (irq_signalled growth = irq_posted growth), and
-# none was dropped (irq_dropped: no target) or lacked an eventfd (irq_no_eventfd).
+# e2e_expect_irq_relay S0 S1 WHAT: between two e2e_snapshot (during WHAT) the lenders posted interrupts,
+# the borrower signalled exactly as many to its VFIO user (irq_signalled growth = the sum of irq_posted
+# growth), and none was dropped (irq_dropped: no target) or lacked an eventfd (irq_no_eventfd).
 e2e_expect_irq_relay() {
-	local s0=$1 s1=$2 what=$3 b posted
-	b=$(awk '$1 != "lender" { print $1; exit }' <<<"$s1")
-	posted=$(e2e_snap_delta lender "$s0" "$s1" irq_posted)
-	expect "the lender posted the device's interrupts during $what: irq_posted +$posted" test "$posted" -gt 0
+	local s0=$1 s1=$2 what=$3 b l posted=0 who
+	b=$(e2e_borrower_of "$s1")
+	for l in $(e2e_hosts "$s1" | grep '^lender'); do
+		posted=$((posted + $(e2e_snap_delta "$l" "$s0" "$s1" irq_posted)))
+		who+="${who:+ and }$l"
+	done
+	expect "the $who posted the device's interrupts during $what: irq_posted +$posted" test "$posted" -gt 0
 	expect_eq "$b signalled each to the guest's QEMU: irq_signalled growth" \
 		"$(e2e_snap_delta "$b" "$s0" "$s1" irq_signalled)" "$posted"
 	expect_eq "$b: irq_dropped growth" "$(e2e_snap_delta "$b" "$s0" "$s1" irq_dropped)" 0

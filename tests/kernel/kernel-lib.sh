@@ -60,9 +60,10 @@ fp_inbound_iova() {
 	rig_run "$1" -- dmesg | sed -nE "s/.* $(ntb_pci "$1"): inbound window $2: .* at IOVA (0x[0-9a-f]+)\$/\1/p" | tail -n1
 }
 
-# fp_types VM [LINK]: the mdev type names on VM's NTB (one per line, sorted).
+# fp_types VM [LINK]: the mdev type names on VM's NTB of link LINK (default: towards the first lender), one
+# per line, sorted.
 fp_types() {
-	rig_run "$1" -- "ls /sys/class/mdev_bus/$(ntb_pci "$1" "${2:-1}")/mdev_supported_types 2>/dev/null | sort"
+	rig_run "$1" -- "ls /sys/class/mdev_bus/$(ntb_pci "$1" "${2:-}")/mdev_supported_types 2>/dev/null | sort"
 }
 
 # fp_field OUT NAME: the value of NAME=VALUE in farpass-client's output (its last line that has one).
