@@ -62,18 +62,22 @@ expect() {
 # The other end of link 1.
 declare -A NTB_PEER=([lender]=borrower1 [borrower1]=lender)
 
-# Shell prelude for ntb_tool's debugfs in VM: $D is its NTB's directory, $P that of its peer.
-ntb_tool_dir() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1"); P=\$D/peer0"; }
+# Shell prelude for ntb_tool's debugfs in VM: $D is the directory of its NTB of link LINK (ntb_pci's
+# default), $P that of its peer.
+ntb_tool_dir() { echo "D=/sys/kernel/debug/ntb_tool/$(ntb_pci "$1" "${2:-}"); P=\$D/peer0"; }
 
-# ntb_tool_up VM...: ntb_tool loaded and the link requested in each VM, then up as each of them sees it.
+# ntb_tool_up VM[:LINK]...: ntb_tool loaded and the link (LINK, or ntb_pci's default) requested in each
+# VM, then up as each of them sees it.
 ntb_tool_up() {
-	local vm
-	for vm; do
+	local end vm link
+	for end; do
+		vm=${end%%:*} link=${end#"$vm"}
 		ntb_load "$vm" ntb_tool
-		rig_run "$vm" -- "$(ntb_tool_dir "$vm"); echo Y > \$D/link"
+		rig_run "$vm" -- "$(ntb_tool_dir "$vm" "${link#:}"); echo Y > \$D/link"
 	done
-	for vm; do
-		expect "$vm: link up" ntb_wait "$vm" 30 "$(ntb_tool_dir "$vm"); grep -q Y \$P/link"
+	for end; do
+		vm=${end%%:*} link=${end#"$vm"}
+		expect "$vm: link ${link#:}${link:+ }up" ntb_wait "$vm" 30 "$(ntb_tool_dir "$vm" "${link#:}"); grep -q Y \$P/link"
 	done
 }
 
