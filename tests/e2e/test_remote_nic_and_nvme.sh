@@ -1,12 +1,11 @@
 #!/bin/bash
 # Two remote devices of one lender in one L2 guest of borrower1, both through farpass mdevs and stock QEMU
-# (-device vfio-pci,sysfsdev=...), each driven by the guest's stock driver: the lender's QEMU e1000e NIC
-# (a second device class: BAR0 and BAR1 MMIO, an I/O-port BAR2, the MSI-X table and PBA in BAR3; user-mode
-# networking on L0) and its NVMe. The L2 takes slirp's usual guest address (its small kernel has no
-# AF_PACKET for a DHCP client), downloads a per-run random blob from an HTTP server the test runs on L0
-# (slirp's 10.0.2.2) and uploads it back under a per-run tag, then fio writes a per-run pattern to the
-# NVMe with verify. One after the other: with both at once, one run's upload stalled and the lender's
-# QEMU had logged "Blocked re-entrant IO on MemoryRegion: ntb-epf-mw2" (docs/rig.md). Checks:
+# (-device vfio-pci,sysfsdev=...), each driven by the guest's stock driver at the same time: the lender's
+# QEMU e1000e NIC (a second device class: BAR0 and BAR1 MMIO, an I/O-port BAR2, the MSI-X table and PBA
+# in BAR3; user-mode networking on L0) and its NVMe. The L2 takes slirp's usual guest address (its small
+# kernel has no AF_PACKET for a DHCP client), downloads a per-run random blob from an HTTP server the test
+# runs on L0 (slirp's 10.0.2.2) and uploads it back under a per-run tag, while fio writes a per-run
+# pattern to the NVMe with verify. Checks:
 #  (a) the guest's stock e1000e driver bound the NIC and its eth0 came up with a link; its stock nvme
 #      driver bound the NVMe;
 #  (b) on L0: the guest's sha256 of what it downloaded is the blob's, and the server stored the guest's
@@ -27,7 +26,10 @@
 #      the I/O; the guest's fio verify passed, its NVMe's MSI-X interrupts at least 90% as many as the
 #      requests completed, its kernel logged no nvme timeout, abort or reset; on L0 the NVMe's backing
 #      file holds the pattern at every block the guest wrote, and the canary written over it before the
-#      guest started everywhere else.
+#      guest started everywhere else;
+#  (h) the lender's QEMU dropped no access as re-entrant (its "Blocked re-entrant IO" warning: a window
+#      access ntb-epf delivered, or a device's DMA through the window, while another device's DMA waited
+#      on it).
 # Prints the L2 run's duration, the transfer's size and the allowed counters' growth.
 set -euo pipefail
 . "$(dirname "$0")/e2e-lib.sh"
@@ -78,14 +80,17 @@ for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 
 echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
 echo "E2E-NET-IRQS before \$(irqs)"
 e2e_pause net
+# The NVMe's fio jobs meanwhile; their output follows the transfer's.
+( $(e2e_fio_script "$tag") ) >/tmp/nvme.out 2>&1 &
+nvme_pid=\$!
 # (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
 timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$port/blob; get=\$?; echo "E2E-GET rc=\$get"
 echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
 # By hand through nc: busybox wget's --post-file stops at the first NUL byte.
 { printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
 	nc -w 60 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; post=\$?; echo "E2E-POST rc=\$post"
-# The NVMe's fio jobs in a subshell: their helpers stay apart from the NIC's.
-( $(e2e_fio_script "$tag") ); nvme=\$?
+wait \$nvme_pid; nvme=\$?
+cat /tmp/nvme.out
 e2e_pause net-done
 # For a failed transfer: the interface's counters and what its driver said.
 sed -n 's/^ *eth0:/E2E-NETDEV eth0:/p' /proc/net/dev
@@ -111,7 +116,7 @@ printf '%s\n' "$s1" >"$RIGDIR/snapshot-1.txt"
 e2e_l2_continue $B
 e2e_l2_end $B
 out=$E2E_OUT
-echo "L2 boot + transfer and fio + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB, then fio: $((t2 - t1)) s"
+echo "L2 boot + transfer and fio + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB (fio beside it): $((t2 - t1)) s"
 grep -E '^(L2-|E2E-)' <<<"$out" | sed 's/^/    L2> /'
 echo "L0 server log:"
 sed 's/^/    /' "$srv/log"
@@ -146,3 +151,5 @@ ag_expect_returned $B 30 "(e)"
 AG_LENT=$NVME ag_expect_returned $B 30 "(e)"
 expect_klog_clean $B
 expect_klog_clean lender
+expect "(h) the lender's QEMU blocked no re-entrant access" \
+	not grep -q 'Blocked re-entrant IO' "$(rig_vm_dir lender)/qemu.log"
