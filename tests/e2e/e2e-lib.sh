@@ -45,9 +45,13 @@ e2e_borrower_nvme() {
 	RIG_BORROWER1_EXTRA+=" -device nvme,drive=lnvme,serial=borrower-nvme,addr=0x8"
 }
 
+# The guest's block device that e2e_fio_jobs, e2e_fio_progress_job and e2e_fio_script use: may be guest
+# shell text ('$d2') for a guest with several NVMe controllers, which its driver numbers in probe order.
+E2E_NVME=${E2E_NVME:-nvme0n1}
+
 # e2e_fio_jobs TAG [--verify-only [MARK] | --mark MARK]: guest script lines running, for each region of
 # E2E_REGIONS, fio randwrite with verify (direct I/O, pattern 0xTAG%o: the tag and each block's offset) on
-# /dev/nvme0n1 ("MARK bs=BS rc=RC" and fio's summary, MARK E2E-FIO unless given). TAG may be guest shell
+# /dev/$E2E_NVME ("MARK bs=BS rc=RC" and fio's summary, MARK E2E-FIO unless given). TAG may be guest shell
 # text ('$t'). --verify-only writes nothing: fio reads each region back and checks it holds that pattern
 # (MARK E2E-FIO-VERIFY unless given). A job that
 # fails adds its MARK and BS to the guest's e2e_failed (e2e_fio_script's last line ends the script with
@@ -65,15 +69,15 @@ e2e_fio_jobs() {
 	[ "${E2E_FIO_PFNS:-}" != 1 ] || mem=' --mem=mmap:/tmp/fio-buf'
 	for r in "${E2E_REGIONS[@]}"; do
 		IFS=: read -r bs off size <<<"$r"
-		run="fio --thread --name=w$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync \
+		run="fio --thread --name=w$bs --filename=/dev/$E2E_NVME --direct=1 --ioengine=psync \
 --rw=randwrite --bs=$bs --offset=$off --size=$size --verify=pattern --verify_pattern=0x$tag%o \
---do_verify=1 --verify_fatal=1$only$mem >/tmp/fio.out 2>&1"
+--do_verify=1 --verify_fatal=1$only$mem >/tmp/fio-$E2E_NVME.out 2>&1"
 		if [ -n "$mem" ]; then
 			printf '%s\n' "$run &" "fio_pid=\$!; e2e_pfns \$fio_pid $bs; rc=0; wait \$fio_pid || rc=\$?"
 		else
 			printf '%s\n' "rc=0; $run || rc=\$?"
 		fi
-		printf '%s\n' "if [ \$rc = 0 ]; then grep -E 'err=|WRITE:|READ:' /tmp/fio.out; else cat /tmp/fio.out; fi" \
+		printf '%s\n' "if [ \$rc = 0 ]; then grep -E 'err=|WRITE:|READ:' /tmp/fio-$E2E_NVME.out; else cat /tmp/fio-$E2E_NVME.out; fi" \
 			"echo \"$mark bs=$bs rc=\$rc\"; [ \$rc = 0 ] || e2e_failed=\"\$e2e_failed $mark-bs$bs\""
 	done
 }
@@ -102,7 +106,7 @@ E2E_GUEST_PFNS='e2e_pfns() {
 }'
 
 # e2e_fio_progress_job TAG REGION [NAME]: a guest script line running fio sequential write with verify over
-# REGION ("BS:OFFSET:SIZE" on /dev/nvme0n1, pattern 0xTAG%o as e2e_fio_jobs), which prints once a second
+# REGION ("BS:OFFSET:SIZE" on /dev/$E2E_NVME, pattern 0xTAG%o as e2e_fio_jobs), which prints once a second
 # how much of it had completed ("E2E-DONE-KB N", or "E2E-DONE-KB-NAME N" for a script with several such
 # jobs: fio's write kilobytes, terse field 47). With direct psync I/O at queue depth 1 in offset order, the
 # first N KiB of the region were written and acknowledged by the device when the line was printed,
@@ -110,7 +114,7 @@ E2E_GUEST_PFNS='e2e_pfns() {
 e2e_fio_progress_job() {
 	local tag=$1 bs off size
 	IFS=: read -r bs off size <<<"$2"
-	echo "fio --thread --name=seq$bs --filename=/dev/nvme0n1 --direct=1 --ioengine=psync --rw=write --bs=$bs \
+	echo "fio --thread --name=seq$bs --filename=/dev/$E2E_NVME --direct=1 --ioengine=psync --rw=write --bs=$bs \
 --offset=$off --size=$size --verify=pattern --verify_pattern=0x$tag%o --do_verify=1 --verify_fatal=1 \
 --status-interval=1 --output-format=terse | awk -F';' '{ print \"E2E-DONE-KB${3:+-$3} \" \$47; fflush() }'"
 }
@@ -133,18 +137,19 @@ e2e_wait_done_kb() {
 }
 
 # e2e_fio_script TAG [--pause|--read-back]: the guest script (busybox sh) for e2e_l2_start. It prints the
-# guest's RAM map, the sum of its NVMe interrupt counts ("E2E-IRQS before|after N") and the nvme0n1
-# requests completed (/sys/block/nvme0n1/stat reads + writes: "E2E-IOS before|after N") around the fio
-# jobs of e2e_fio_jobs TAG, then the kernel's nvme messages ("E2E-NVME-LOG ...") and ends with status 0
-# only if every fio job of the script passed. With --pause it waits before and after the fio jobs
+# guest's RAM map, the sum of the interrupt counts of $E2E_NVME's controller ("E2E-IRQS before|after N")
+# and the requests $E2E_NVME completed (its /sys/block stat reads + writes: "E2E-IOS before|after N")
+# around the fio jobs of e2e_fio_jobs TAG, then the kernel's nvme messages ("E2E-NVME-LOG ...") and ends
+# with status 0 only if every fio job of the script passed. With --pause it waits before and after the fio jobs
 # (e2e_l2_wait fio / fio-done, then e2e_l2_continue), e.g. to read counters around them. With
 # --read-back the same jobs only verify (fio --verify_only): every block a run with TAG wrote is read and
 # checked, nothing is written.
 e2e_fio_script() {
 	local tag=$1 pause=${2:-}
+	echo "e2e_dev=$E2E_NVME"
 	cat <<-'EOF2'
-		irqs() { awk '/nvme/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i } END { print n + 0 }' /proc/interrupts; }
-		ios() { awk '{ print $1 + $5 }' /sys/block/nvme0n1/stat; }
+		irqs() { awk -v q="${e2e_dev%n1}q" '$0 ~ q { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i } END { print n + 0 }' /proc/interrupts; }
+		ios() { awk '{ print $1 + $5 }' /sys/block/$e2e_dev/stat; }
 		grep 'System RAM' /proc/iomem | sed 's/^/E2E-RAM /'
 		echo "E2E-IRQS before $(irqs)"
 		echo "E2E-IOS before $(ios)"
@@ -162,7 +167,7 @@ e2e_fio_script() {
 		echo 'e2e_pause fio-done'
 	fi
 	cat <<-'EOF2'
-		grep nvme /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
+		grep "${e2e_dev%n1}q" /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
 		echo "E2E-IRQS after $(irqs)"
 		echo "E2E-IOS after $(ios)"
 		dmesg | grep -i nvme | sed 's/^/E2E-NVME-LOG /'
@@ -288,7 +293,7 @@ e2e_l2_end() {
 # e2e_irqs OUT PHASE: the guest's NVMe interrupt count printed by e2e_fio_script.
 e2e_irqs() { sed -n "s/^E2E-IRQS $2 //p" <<<"$1"; }
 
-# e2e_ios OUT PHASE: the nvme0n1 requests completed, printed by e2e_fio_script.
+# e2e_ios OUT PHASE: the NVMe's requests completed, printed by e2e_fio_script.
 e2e_ios() { sed -n "s/^E2E-IOS $2 //p" <<<"$1"; }
 
 # e2e_expect_guest_fio OUT: the L2 ran the script: its nvme driver took the NVMe (e2e_expect_l2_nvme),
@@ -312,7 +317,7 @@ E2E_NVME_TROUBLE_RE='timeout|[Aa]bort|reset|Removing|[Ff]ail|not ready|[Dd]isabl
 
 # e2e_expect_fio_jobs OUT: OUT (the console of one e2e_fio_script) shows every fio job passed its own
 # verify; the NVMe's queue interrupts (MSI-X) reached the guest: during the jobs, at least 90% as many as
-# the requests nvme0n1 completed (psync, queue depth 1: one completion interrupt per request); the
+# the requests the NVMe completed (psync, queue depth 1: one completion interrupt per request); the
 # guest's kernel logged no nvme timeout, abort or controller reset.
 e2e_expect_fio_jobs() {
 	local out=$1 r bs irqs ios
@@ -323,10 +328,10 @@ e2e_expect_fio_jobs() {
 	done
 	irqs=$(($(e2e_irqs "$out" after) - $(e2e_irqs "$out" before)))
 	ios=$(($(e2e_ios "$out" after) - $(e2e_ios "$out" before)))
-	expect "guest: requests completed on nvme0n1 during fio: $ios" test "$ios" -gt 0
+	expect "guest: requests completed on the NVMe during fio: $ios" test "$ios" -gt 0
 	expect "guest /proc/interrupts: NVMe interrupts during fio ($irqs) are at least 90% of those requests" \
 		test $((irqs * 10)) -ge $((ios * 9))
-	expect "the nvme queue interrupts are message-signalled (QEMU's NVMe has only MSI-X)" grep -qE '^E2E-IRQ-LINE .*MSI.*nvme0q' <<<"$out"
+	expect "the nvme queue interrupts are message-signalled (QEMU's NVMe has only MSI-X)" grep -qE '^E2E-IRQ-LINE .*MSI.*nvme[0-9]+q' <<<"$out"
 	expect_eq "guest kernel log: no nvme timeout, abort or controller reset" \
 		"$(grep '^E2E-NVME-LOG' <<<"$out" | grep -E "$E2E_NVME_TROUBLE_RE" || true)" ""
 }
