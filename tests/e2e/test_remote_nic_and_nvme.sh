@@ -1,35 +1,39 @@
 #!/bin/bash
-# Two remote devices of one lender in one L2 guest of borrower1, both through farpass mdevs and stock QEMU
-# (-device vfio-pci,sysfsdev=...), each driven by the guest's stock driver at the same time: the lender's
-# QEMU e1000e NIC (a second device class: BAR0 and BAR1 MMIO, an I/O-port BAR2, the MSI-X table and PBA
-# in BAR3; user-mode networking on L0) and its NVMe. The L2 takes slirp's usual guest address (its small
-# kernel has no AF_PACKET for a DHCP client), downloads a per-run random blob from an HTTP server the test
-# runs on L0 (slirp's 10.0.2.2) and uploads it back under a per-run tag, while fio writes a per-run
-# pattern to the NVMe with verify. Checks:
+# Three remote devices of two lenders in one L2 guest of borrower1 (rig_up --lenders 2), all through
+# farpass mdevs and stock QEMU (-device vfio-pci,sysfsdev=...), each driven by the guest's stock driver at
+# the same time: the lender's QEMU e1000e NIC (a second device class: BAR0 and BAR1 MMIO, an I/O-port
+# BAR2, the MSI-X table and PBA in BAR3; user-mode networking on L0) and its NVMe, over link 1, and
+# lender2's NVMe over link 3. The L2 takes slirp's usual guest address (its small kernel has no AF_PACKET
+# for a DHCP client), downloads a per-run random blob from an HTTP server the test runs on L0 (slirp's
+# 10.0.2.2) and uploads it back under a per-run tag, while fio writes a per-run pattern with verify to
+# each NVMe (the guest tells them apart by serial), a pattern of its own to each. Checks:
 #  (a) the guest's stock e1000e driver bound the NIC and its eth0 came up with a link; its stock nvme
-#      driver bound the NVMe;
+#      driver bound both NVMe, one of each lender (by serial);
 #  (b) on L0: the guest's sha256 of what it downloaded is the blob's, and the server stored the guest's
 #      upload under this run's tag with exactly the blob's bytes (DMA both ways: transmit descriptors and
 #      buffers read from guest RAM, receive buffers written into it);
 #  (c) the e1000e's MSI-X vectors reached the guest: its rx and tx vectors counted in /proc/interrupts
 #      during the transfer; the interrupt relay: borrower1's irq_signalled grew by as much as the
-#      lender's irq_posted (more than 0), irq_dropped and irq_no_eventfd did not grow;
+#      lenders' irq_posted together (more than 0), irq_dropped and irq_no_eventfd did not grow;
 #  (d) no software in the data path: over the transfer and the fio jobs, every farpass counter of the
-#      lender and of borrower1 outside an allow-list (lender: irq_posted; borrower1: doorbell, interrupt
+#      lenders and of borrower1 outside an allow-list (lenders: irq_posted; borrower1: doorbell, interrupt
 #      delivery and signalling, MSI-X table/PBA traps) kept its value, and no MSI-X table/PBA access was
 #      trapped (E2E_MSIX_TRAPS_MAX);
-#  (e) the guest's shutdown returned both devices: borrower1's agent gave each back, the lender shows
-#      each free on vfio-pci with bus master off (and the NVMe reset); the guest's script exited 0, and its
-#      QEMU powered off within 60 s of the script's end, with status 0;
-#  (f) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault;
-#  (g) the NVMe beside the NIC: borrower1 held two DMA windows of the guest's RAM (one per device) during
-#      the I/O; the guest's fio verify passed, its NVMe's MSI-X interrupts at least 90% as many as the
-#      requests completed, its kernel logged no nvme timeout, abort or reset; on L0 the NVMe's backing
-#      file holds the pattern at every block the guest wrote, and the canary written over it before the
-#      guest started everywhere else;
-#  (h) the lender's QEMU dropped no access as re-entrant (its "Blocked re-entrant IO" warning: a window
-#      access ntb-epf delivered, or a device's DMA through the window, while another device's DMA waited
-#      on it).
+#  (e) the guest's shutdown returned the three devices: borrower1's agent gave each back to its lender,
+#      which shows it free on vfio-pci with bus master off (and an NVMe reset); the guest's script exited
+#      0, and its QEMU powered off within 60 s of the script's end, with status 0;
+#  (f) the kernel logs of the three L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault;
+#  (g) the NVMe beside the NIC: borrower1 held three DMA windows of the guest's RAM (one per device)
+#      during the I/O; the guest's fio verify passed, its NVMe's MSI-X interrupts at least 90% as many as
+#      the requests completed, its kernel logged no nvme timeout, abort or reset; on L0 the NVMe's
+#      backing file holds the pattern at every block the guest wrote, and the canary written over it
+#      before the guest started everywhere else;
+#  (h) neither lender's QEMU dropped an access as re-entrant (its "Blocked re-entrant IO" warning: a
+#      window access ntb-epf delivered, or a device's DMA through the window, while another device's DMA
+#      waited on it);
+#  (i) lender2's NVMe, beside the other two: the same checks as (g) for its own fio, pattern and backing
+#      file (lender2-nvme.img): each lender's backing file holds its own NVMe's pattern and canary, and
+#      nothing of the other's.
 # Prints the L2 run's duration, the transfer's size and the allowed counters' growth.
 set -euo pipefail
 . "$(dirname "$0")/e2e-lib.sh"
@@ -40,6 +44,8 @@ U=8f7c3ab0-5c6e-4e41-9d3e-00000000e1e1
 AG_LENT=0000:00:09.0
 NVME=$(rig_lender_nvme_pci 0)
 export AG_LENT_ALSO=$NVME
+# lender2 lends its NVMe, at the same address (ag_remote_mdev: $AG_LENT2).
+export AG_LENT2=$NVME
 BLOB_MIB=4
 # The lender's NIC: slirp on L0 (its 10.0.2.2 is L0's loopback), no option ROM (the mdev passes none).
 RIG_LENDER_EXTRA="-netdev user,id=lnet -device e1000e,netdev=lnet,addr=0x9,romfile="
@@ -61,15 +67,24 @@ expect "L0: the HTTP server listens" test -s "$srv/port"
 port=$(cat "$srv/port")
 echo "L0 HTTP server on 127.0.0.1:$port (pid $srv_pid)"
 
-# The guest's 512 MiB are pinned in borrower1 for each device: two DMA windows of 512 MiB in MW2.
-RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=2G rig_up --borrowers 1 --borrower-mem 2048
+# The guest's 512 MiB are pinned in borrower1 for each device: two DMA windows of 512 MiB in link 1's MW2,
+# one in link 3's.
+RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=2G rig_up --borrowers 1 --lenders 2 --borrower-mem 2048
 e2e_remote_mdev $B $U
 e2e_extra_mdev $B "$NVME"
+U1=$E2E_EXTRA_UUID
+e2e_extra_mdev $B "$NVME" lender2
+U2=$E2E_EXTRA_UUID
 # Short fio jobs: 128 writes of 4 KiB and 16 of 128 KiB.
 E2E_REGIONS=(4096:$((16 << 20)):$((512 << 10)) 131072:$((64 << 20)):$((2 << 20)))
-e2e_canary "$(rig_lender_nvme_img)"
+IMG1=$(rig_lender_nvme_img 0 lender) IMG2=$(rig_lender_nvme_img 0 lender2)
+e2e_canary "$IMG1"
+C1=$E2E_CANARY
+e2e_canary "$IMG2"
+C2=$E2E_CANARY
 
 tag=$(e2e_tag)
+tag2=$(e2e_tag)
 script=$(
 	cat <<EOF
 $E2E_GUEST_PAUSE
@@ -80,9 +95,14 @@ for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 
 echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
 echo "E2E-NET-IRQS before \$(irqs)"
 e2e_pause net
-# The NVMe's fio jobs meanwhile; their output follows the transfer's.
-( $(e2e_fio_script "$tag") ) >/tmp/nvme.out 2>&1 &
+# Each lender's NVMe by its serial (rig.sh): the driver numbers the controllers in probe order.
+for c in /sys/class/nvme/nvme*; do case \$(cat \$c/serial) in farpass-nvme0*) d1=\${c##*/}n1 ;; farpass2-nvme0*) d2=\${c##*/}n1 ;; esac; done
+echo "E2E-NVME-DEVS lender=\$d1 lender2=\$d2"
+# The NVMe's fio jobs meanwhile; their output follows the transfer's, lender2's prefixed E2E-N2.
+( $(E2E_NVME='$d1' e2e_fio_script "$tag") ) >/tmp/nvme.out 2>&1 &
 nvme_pid=\$!
+( $(E2E_NVME='$d2' e2e_fio_script "$tag2") ) >/tmp/nvme2.out 2>&1 &
+nvme2_pid=\$!
 # (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
 timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$port/blob; get=\$?; echo "E2E-GET rc=\$get"
 echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
@@ -90,22 +110,24 @@ echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
 { printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
 	nc -w 60 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; post=\$?; echo "E2E-POST rc=\$post"
 wait \$nvme_pid; nvme=\$?
+wait \$nvme2_pid; nvme2=\$?
 cat /tmp/nvme.out
+sed 's/^/E2E-N2 /' /tmp/nvme2.out
 e2e_pause net-done
 # For a failed transfer: the interface's counters and what its driver said.
 sed -n 's/^ *eth0:/E2E-NETDEV eth0:/p' /proc/net/dev
 dmesg | grep -E 'e1000e|eth0' | tail -n 8 | sed 's/^/E2E-DMESG /'
 grep eth0 /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
 echo "E2E-NET-IRQS after \$(irqs)"
-[ \$get = 0 ] && [ \$post = 0 ] && [ \$nvme = 0 ]
+[ \$get = 0 ] && [ \$post = 0 ] && [ \$nvme = 0 ] && [ \$nvme2 = 0 ]
 EOF
 )
 t0=$SECONDS
 e2e_l2_start $B 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U \
-	-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$E2E_EXTRA_UUID
+	-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U1 -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U2
 expect "L2 booted and reached the transfer" e2e_l2_wait $B net 900
 s0=$(e2e_snapshot $B)
-expect_eq "(g) borrower1: a DMA window of the guest's RAM for each device" "$(e2e_snap $B "$s0" dma_windows)" 2
+expect_eq "(g) borrower1: a DMA window of the guest's RAM for each device" "$(e2e_snap $B "$s0" dma_windows)" 3
 t1=$SECONDS
 e2e_l2_continue $B
 expect "L2 finished the transfer" e2e_l2_wait $B net-done 1200
@@ -125,6 +147,9 @@ expect "L2 booted" grep -q '^L2-BOOTED' <<<"$out"
 expect "(a) the guest's stock e1000e driver bound the 82574L" grep -qE '0x8086:0x10d3 .*driver=e1000e' <<<"$out"
 expect "(a) eth0 came up" grep -q '^E2E-ETH0 up' <<<"$out"
 expect "(a) ... with its link (carrier)" grep -q '^E2E-CARRIER 1' <<<"$out"
+expect_eq "(a) the guest's stock nvme driver bound both NVMe" "$(grep -cE '0x1b36:0x0010 .*driver=nvme' <<<"$out")" 2
+expect "(a) ... one of each lender, by serial: $(sed -n 's/^E2E-NVME-DEVS //p' <<<"$out")" \
+	grep -qE '^E2E-NVME-DEVS lender=nvme[0-9]+n1 lender2=nvme[0-9]+n1$' <<<"$out"
 expect_eq "(b) guest: the download succeeded" "$(sed -n 's/^E2E-GET rc=//p' <<<"$out")" 0
 expect_eq "(b) guest: the upload succeeded" "$(sed -n 's/^E2E-POST rc=//p' <<<"$out")" 0
 expect_eq "(b) L0: the guest's sha256 of the download is the blob's" \
@@ -145,11 +170,17 @@ e2e_expect_irq_relay "$s0" "$s1" "the transfer and fio"
 e2e_expect_no_software_in_path "$s0" "$s1" "the transfer and fio"
 
 e2e_expect_guest_fio "$out"
-e2e_expect_written "$(rig_lender_nvme_img)" "$tag"
+E2E_CANARY=$C1 e2e_expect_written "$IMG1" "$tag"
+echo "(i) lender2's NVMe:"
+e2e_expect_fio_jobs "$(sed -n 's/^E2E-N2 //p' <<<"$out")"
+E2E_CANARY=$C2 e2e_expect_written "$IMG2" "$tag2"
 
 ag_expect_returned $B 30 "(e)"
 AG_LENT=$NVME ag_expect_returned $B 30 "(e)"
+AG_LENDER=lender2 AG_LENT=$NVME ag_expect_returned $B 30 "(e)"
 expect_klog_clean $B
-expect_klog_clean lender
-expect "(h) the lender's QEMU blocked no re-entrant access" \
-	not grep -q 'Blocked re-entrant IO' "$(rig_vm_dir lender)/qemu.log"
+for l in lender lender2; do
+	expect_klog_clean $l
+	expect "(h) $l's QEMU blocked no re-entrant access" \
+		not grep -q 'Blocked re-entrant IO' "$(rig_vm_dir $l)/qemu.log"
+done
