@@ -70,7 +70,11 @@ rig_lender_nvme_pci() { printf '0000:00:%02x.0\n' "$(_rig_lender_nvme_slot "${1:
 _rig_lender_nvme_slot() { echo $(($1 ? 0x10 + $1 - 1 : 0x8)); }
 # Where the built .ko files are; the same path inside L1 (it runs on L0's root).
 rig_modules_dir() { printf '%s\n' "$FARPASS_KO_DIR"; }
-rig_vm_ip() { echo "10.99.0.$(_rig_vm_num "$1")"; }
+rig_vm_ip() {
+	local n
+	n=$(_rig_vm_num "$1") || return
+	echo "10.99.0.$n"
+}
 # A VM's number: its management IP's last byte, its MAC's last byte and its LAN hub port's offset.
 _rig_vm_num() {
 	case $1 in
