@@ -17,19 +17,29 @@ using nlohmann::json;
 namespace {
 
 constexpr const char *ntb = "0000:00:0a.0";
+constexpr const char *ntb2 = "0000:00:0b.0";
 
-// Host "borrower-b" borrows from lender-a (an AgentFixture lending its NVMe) over NTB 0000:00:0a.0.
+// Host "borrower-b" borrows from lender-a (an AgentFixture lending its NVMe) over NTB 0000:00:0a.0, and
+// with a second lender also from lender-d (lending its NVMe, at the same address) over NTB 0000:00:0b.0.
 struct BorrowerFixture {
-	explicit BorrowerFixture(std::string host = "borrower-b") : host(std::move(host)), store(dir.path(), "borrower.json")
+	explicit BorrowerFixture(std::string host = "borrower-b", bool second_lender = false)
+		: host(std::move(host)), store(dir.path(), "borrower.json")
 	{
 		lender.lender->lend(nvme_address);
+		if (second_lender) {
+			lender2 = std::make_unique<AgentFixture>(10'000, "lender-d");
+			lender2->lender->lend(nvme_address);
+		}
 		make_borrower();
 	}
 
 	void make_borrower()
 	{
+		std::vector<PeerAddress> peers{{"lender-a", "10.0.0.1:7450", ntb}};
+		if (lender2)
+			peers.push_back({"lender-d", "10.0.0.4:7450", ntb2});
 		borrower = std::make_unique<Borrower>(
-			kernel, clock, store, std::vector<PeerAddress>{{"lender-a", "10.0.0.1:7450", ntb}},
+			kernel, clock, store, peers,
 			[this](const PeerAddress &peer, std::string_view method, const json &params, int timeout_ms) {
 				calls.push_back(std::string(method));
 				timeouts.push_back(timeout_ms);
@@ -41,7 +51,8 @@ struct BorrowerFixture {
 				if (lender_down)
 					throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
 							 "connecting to " + peer.address + ": No route to host");
-				Session session(*lender.dispatcher, {Principal::peer, "lender-a", peer.address, nullptr, host},
+				AgentFixture &called = peer.host == "lender-d" ? *lender2 : lender;
+				Session session(*called.dispatcher, {Principal::peer, peer.host, peer.address, nullptr, host},
 						[](LogLevel, const std::string &) {});
 				LoopbackTransport pipe(session);
 				RpcClient client(pipe, host);
@@ -54,11 +65,13 @@ struct BorrowerFixture {
 			[this](LogLevel, const std::string &line) { log.push_back(line); }, 5'000);
 	}
 
-	// Both hosts' clocks move together.
+	// All hosts' clocks move together.
 	void advance(std::int64_t ms)
 	{
 		clock.now += ms;
 		lender.clock.now += ms;
+		if (lender2)
+			lender2->clock.now += ms;
 	}
 
 	UpcallReply upcall(UpcallOp op, std::uint32_t id, std::array<std::uint64_t, 6> args = {},
@@ -82,6 +95,7 @@ struct BorrowerFixture {
 
 	std::string host;
 	AgentFixture lender;
+	std::unique_ptr<AgentFixture> lender2;
 	TempDir dir;
 	StateStore store;
 	FakeKernelPort kernel;
@@ -131,6 +145,41 @@ TEST_CASE("refresh announces every device a lender lends, once, with its PCI ide
 	f.borrower->refresh();
 	CHECK(f.kernel.announced.size() == 2);
 	CHECK(f.kernel.announced.count(stable_device_id("lender-a", nic_address)));
+}
+
+TEST_CASE("two lenders: each one's devices announced on the NTB towards it, borrowed from it, withdrawn alone")
+{
+	BorrowerFixture f("borrower-b", true);
+	f.borrower->refresh();
+	const std::uint32_t a = f.nvme_id(), d = stable_device_id("lender-d", nvme_address);
+	REQUIRE(f.kernel.announced.size() == 2);
+	CHECK(a != d);
+	CHECK(f.kernel.announced.at(a).lender_host == "lender-a");
+	CHECK(f.kernel.announced.at(a).ntb == ntb);
+	CHECK(f.kernel.announced.at(d).lender_host == "lender-d");
+	CHECK(f.kernel.announced.at(d).ntb == ntb2);
+
+	// Each borrow leases the device of its own lender, and only that one.
+	CHECK(f.upcall(UpcallOp::borrow, d).error == 0);
+	CHECK(f.lender2->lender->devices().at(nvme_address).lease);
+	CHECK_FALSE(f.lender.lender->devices().at(nvme_address).lease);
+	CHECK(f.upcall(UpcallOp::borrow, a).error == 0);
+	CHECK(f.lender.lender->devices().at(nvme_address).lease);
+	for (int i = 0; i < 15; i++) { // each lease renewed with its own lender, past its lease time
+		f.advance(1000);
+		f.borrower->tick();
+		CHECK(f.lender.lender->expire_due().empty());
+		CHECK(f.lender2->lender->expire_due().empty());
+	}
+	CHECK(f.upcall(UpcallOp::give_back, d).error == 0);
+	CHECK_FALSE(f.lender2->lender->devices().at(nvme_address).lease);
+	CHECK(f.lender.lender->devices().at(nvme_address).lease);
+
+	// lender-d no longer lends its NVMe: lender-a's stays announced.
+	f.lender2->lender->unlend(nvme_address, false);
+	f.borrower->refresh();
+	CHECK(f.kernel.withdrawn == std::vector<std::uint32_t>{d});
+	CHECK(f.kernel.announced.count(a));
 }
 
 TEST_CASE("ids and announced devices survive a restart; a still-announced device (EEXIST) is fine")
