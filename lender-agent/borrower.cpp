@@ -248,49 +248,68 @@ void Borrower::reconcile()
 				entry.announced = false;
 		kernel_was_available_ = true;
 	}
+	// Withdrawals first: a slot a withdrawn device leaves may be what a device announced below is
+	// lent at (the lender reuses slots).
 	bool changed = false;
-	for (auto entry = devices_.begin(); entry != devices_.end();) {
-		AnnouncedDevice &d = entry->second;
-		const std::string what = d.device.lender_host + " " + d.device.pci_address + " (id " +
-					 std::to_string(d.device.id) + ")";
-		try {
-			if (d.withdrawing) {
-				if (d.announced) {
-					try {
-						const bool pending = kernel_.withdraw(d.device.id);
-						log_(LogLevel::info, "borrower: withdrew " + what +
-									     (pending ? " (the type goes when the NTB's instances do)" : ""));
-					} catch (const AgentError &e) {
-						if (e.error_number() != ENOENT)
-							throw;
-					}
-				}
-				entry = devices_.erase(entry);
-				changed = true;
+	for (const bool withdrawals : {true, false})
+		for (auto entry = devices_.begin(); entry != devices_.end();) {
+			AnnouncedDevice &d = entry->second;
+			if (d.withdrawing != withdrawals) {
+				++entry;
 				continue;
 			}
-			if (!d.announced) {
-				try {
-					const bool pending = kernel_.announce(d.device);
-					log_(LogLevel::info, "borrower: announced " + what + " on NTB " + d.device.ntb +
-								     (pending ? " (deferred until the NTB has no instance)" : ""));
-				} catch (const AgentError &e) {
-					if (e.error_number() != EEXIST) // ours, from before a restart
-						throw;
+			try {
+				if (d.withdrawing) {
+					if (d.announced)
+						withdraw_from_kernel(d);
+					entry = devices_.erase(entry);
+					changed = true;
+					continue;
 				}
-				d.announced = true;
-				d.last_error.clear();
-				changed = true;
+				if (!d.announced) {
+					announce_to_kernel(d);
+					changed = true;
+				}
+			} catch (const AgentError &e) {
+				if (d.last_error != e.what())
+					log_(LogLevel::warning, std::string("borrower: ") + e.what());
+				d.last_error = e.what();
 			}
-		} catch (const AgentError &e) {
-			if (d.last_error != e.what())
-				log_(LogLevel::warning, std::string("borrower: ") + e.what());
-			d.last_error = e.what();
+			++entry;
 		}
-		++entry;
-	}
 	if (changed)
 		persist();
+}
+
+std::string Borrower::describe(const AnnouncedDevice &d)
+{
+	return d.device.lender_host + " " + d.device.pci_address + " (id " + std::to_string(d.device.id) + ", slot " +
+	       std::to_string(d.device.irq_slot) + ")";
+}
+
+// Throws but for ENOENT (the kernel no longer has it: a module reload, or the NTB gone).
+void Borrower::withdraw_from_kernel(const AnnouncedDevice &d)
+{
+	try {
+		kernel_.withdraw(d.device.id);
+		log_(LogLevel::info, "borrower: withdrew " + describe(d) + "; its mdev type is empty");
+	} catch (const AgentError &e) {
+		if (e.error_number() != ENOENT)
+			throw;
+	}
+}
+
+void Borrower::announce_to_kernel(AnnouncedDevice &d)
+{
+	try {
+		kernel_.announce(d.device);
+		log_(LogLevel::info, "borrower: announced " + describe(d) + " on NTB " + d.device.ntb);
+	} catch (const AgentError &e) {
+		if (e.error_number() != EEXIST) // ours, from before a restart
+			throw;
+	}
+	d.announced = true;
+	d.last_error.clear();
 }
 
 void Borrower::renew_due()
@@ -547,6 +566,7 @@ void Borrower::publish_view()
 				   {"pci", entry.device.pci_address},
 				   {"id", entry.device.id},
 				   {"ntb", entry.device.ntb},
+				   {"slot", entry.device.irq_slot},
 				   {"announced", entry.announced && !entry.withdrawing},
 				   {"borrowed", held(entry) != nullptr}});
 	const std::lock_guard<std::mutex> guard(view_lock_);

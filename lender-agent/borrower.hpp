@@ -3,11 +3,13 @@
 //
 // Rules (docs/agent-protocol.md, "Borrowing"):
 // - Every configured peer with an "ntb" is asked for its devices (device.list) every poll_ms; each
-//   device is announced to the kernel under one id per (lender, PCI address), derived from the pair
-//   (the same on every borrower, so mdev type names and libvirt XML are the same everywhere) and kept in
+//   device is announced to the kernel in its lender's slot (irq_slot), whose mdev type it fills: type
+//   names are the lender's and the slot's, the same on every borrower (libvirt XML, cold migration).
+//   Upcalls name it by one id per (lender, PCI address), derived from the pair and kept in
 //   <state_dir>/borrower.json so it never changes on this host.
-// - A device its lender no longer lists is withdrawn (retried while an instance holds it); an
-//   unreachable lender changes nothing (its devices stay announced until it answers again).
+// - A device its lender no longer lists is withdrawn (retried while an instance holds it), before any
+//   announce (the lender may have lent another device at its slot); an unreachable lender changes
+//   nothing (its devices stay announced until it answers again).
 // - Upcalls: borrow -> lease.acquire, then (if the lease has a data path) this host's DMA layout of the
 //   borrow and dma.map of each slot (a failure releases the lease: no borrow); give_back ->
 //   lease.release (the lender tears the data path down); set_irqs -> irq.set;
@@ -61,7 +63,7 @@ using LenderCaller = std::function<nlohmann::json(const PeerAddress &peer, std::
 
 struct AnnouncedDevice {
 	RemoteDevice device;
-	bool announced = false;	      // the kernel has it (possibly pending)
+	bool announced = false;	      // the kernel has it in its slot
 	bool withdrawing = false;     // its lender stopped lending it; withdraw until the kernel agrees
 	std::optional<BorrowedLease> lease;
 	std::string last_error = {}; // of the last announce/withdraw attempt, logged once (not persisted)
@@ -93,6 +95,9 @@ private:
 	UpcallReply serve(const Upcall &upcall);
 	void refresh_peer(const PeerAddress &peer);
 	void withdraw(AnnouncedDevice &entry, const std::string &why);
+	static std::string describe(const AnnouncedDevice &d);
+	void withdraw_from_kernel(const AnnouncedDevice &d);
+	void announce_to_kernel(AnnouncedDevice &d);
 	void reconcile();
 	void renew_due();
 	std::string revoke(const AnnouncedDevice &entry);

@@ -167,8 +167,8 @@ std::string farpass_mdev_uuid(std::string_view type_name)
 	const std::size_t marker = type_name.find(type_marker);
 	if (marker == std::string_view::npos || marker == 0 || marker + type_marker.size() == type_name.size())
 		throw AgentError(ErrorCode::invalid_params, EINVAL,
-				 "not a farpass mdev type (<ntb driver>-farpass-<lender>-<id>): " + std::string(type_name));
-	// Named by lender and device id only: the NTB driver may differ between borrowers.
+				 "not a farpass mdev type (<ntb driver>-farpass-<lender>-<slot>): " + std::string(type_name));
+	// Named by lender and slot only: the NTB driver may differ between borrowers.
 	const std::string_view name = type_name.substr(marker + type_marker.size());
 	std::string input(mdev_uuid_namespace.begin(), mdev_uuid_namespace.end());
 	input += name;

@@ -96,7 +96,12 @@ std::string farpass_errno_text(unsigned command, int error_number)
 	switch (error_number) {
 	case EPROTO: meaning = "VERSION was not negotiated on this file"; break;
 	case EPROTONOSUPPORT: meaning = "the kernel speaks another uapi version"; break;
-	case EINVAL: meaning = "the kernel refused the arguments (argsz, flags, names, BARs, sizes or offsets)"; break;
+	case EINVAL:
+		meaning = command == FARPASS_CMD_ANNOUNCE_DEVICE
+				  ? "the kernel refused the arguments (argsz, flags, names, BARs), or the NTB's mdev types "
+				    "are another lender's"
+				  : "the kernel refused the arguments (argsz, flags, names, BARs, sizes or offsets)";
+		break;
 	case E2BIG: meaning = "the kernel does not know this struct's newer fields"; break;
 	case ENOTTY: meaning = "the kernel does not know this ioctl"; break;
 	case EOPNOTSUPP:
@@ -114,9 +119,12 @@ std::string farpass_errno_text(unsigned command, int error_number)
 		break;
 	case EEXIST:
 		meaning = command == FARPASS_CMD_BAR_MAP ? "overlaps a mapping in the BAR window"
-							 : "the device id is in use (maybe by a withdrawal still pending)";
+							 : "the device id is already announced";
 		break;
 	case ENODEV: meaning = command == FARPASS_CMD_BAR_MAP ? "no such NTB or PCI device" : "no such NTB bound to farpass"; break;
+	case EADDRINUSE:
+		meaning = "the device's slot (mdev type), or its place in the BAR window, holds another announced device";
+		break;
 	case ENOLINK: meaning = "the NTB link is down"; break;
 	case ENOSPC: meaning = "the kernel's table of announced devices is full"; break;
 	case EBUSY: meaning = "an mdev instance of the type exists"; break;
@@ -184,7 +192,7 @@ void FarpassKernelPort::call(unsigned command, unsigned long request, void *argu
 	throw AgentError(ErrorCode::system_error, error, what + ": " + farpass_errno_text(command, error));
 }
 
-bool FarpassKernelPort::announce(const RemoteDevice &device)
+void FarpassKernelPort::announce(const RemoteDevice &device)
 {
 	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	if (device.id >= (1u << 31))
@@ -214,10 +222,9 @@ bool FarpassKernelPort::announce(const RemoteDevice &device)
 	}
 	call(FARPASS_CMD_ANNOUNCE_DEVICE, FARPASS_IOCTL_ANNOUNCE_DEVICE, &announce,
 	     "announcing " + device.lender_host + " " + device.pci_address + " as id " + std::to_string(device.id));
-	return announce.flags & FARPASS_ANNOUNCE_F_PENDING;
 }
 
-bool FarpassKernelPort::withdraw(std::uint32_t device_id)
+void FarpassKernelPort::withdraw(std::uint32_t device_id)
 {
 	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	farpass_withdraw withdraw{};
@@ -225,7 +232,6 @@ bool FarpassKernelPort::withdraw(std::uint32_t device_id)
 	withdraw.device_id = device_id;
 	call(FARPASS_CMD_WITHDRAW_DEVICE, FARPASS_IOCTL_WITHDRAW_DEVICE, &withdraw,
 	     "withdrawing id " + std::to_string(device_id));
-	return withdraw.flags & FARPASS_WITHDRAW_F_PENDING;
 }
 
 bool FarpassKernelPort::revoke(std::uint32_t device_id)

@@ -2,7 +2,7 @@
 //
 // Rules kept here: VERSION is the first ioctl on every open file (and its result decides whether the
 // port is usable and whether upcalls are served); every struct is zero-initialised with argsz =
-// sizeof and flags = 0; output flags (*_F_PENDING) are read back; errno values become AgentErrors that
+// sizeof and flags = 0; output flags (REVOKE's) are read back; errno values become AgentErrors that
 // name the ioctl, the device id and what the errno means for that ioctl.
 //
 // The file is behind a seam (DeviceFile) so unit tests drive the port against a fake that behaves
@@ -81,8 +81,8 @@ public:
 
 	bool available() override;
 	std::string unavailable_reason() const override { const std::lock_guard<std::recursive_mutex> guard(lock_); return reason_; }
-	bool announce(const RemoteDevice &device) override;
-	bool withdraw(std::uint32_t device_id) override;
+	void announce(const RemoteDevice &device) override;
+	void withdraw(std::uint32_t device_id) override;
 	std::vector<DmaSlot> dma_layout(std::uint32_t device_id) override;
 	bool revoke(std::uint32_t device_id) override;
 	int upcall_fd() const override;

@@ -87,11 +87,12 @@ public:
 	// Why it is not (for logs); empty when it is.
 	virtual std::string unavailable_reason() const = 0;
 
-	// Borrower role. Both return true when the kernel deferred the change (*_F_PENDING: an instance
-	// exists on that NTB). Failures throw AgentError(system_error) with the ioctl's errno. A kernel
-	// without the data path gets no bar_mapped flags (nor offsets).
-	virtual bool announce(const RemoteDevice &device) = 0;
-	virtual bool withdraw(std::uint32_t device_id) = 0;
+	// Borrower role: the device fills (withdraw: empties) the mdev type of its lender's slot on its
+	// NTB, at once. Failures throw AgentError(system_error) with the ioctl's errno (announce:
+	// EADDRINUSE while the slot holds another device; withdraw: EBUSY while the device has an
+	// instance). A kernel without the data path gets no bar_mapped flags (nor offsets).
+	virtual void announce(const RemoteDevice &device) = 0;
+	virtual void withdraw(std::uint32_t device_id) = 0;
 	// Where the guest RAM of the VFIO user borrowing device_id sits in the link's DMA window (built by
 	// the kernel before its BORROW upcall).
 	virtual std::vector<DmaSlot> dma_layout(std::uint32_t device_id) = 0;

@@ -134,8 +134,7 @@ static long fp_ioctl_version(struct fp_file *f, void __user *uarg)
 static long fp_ioctl_announce(void __user *uarg)
 {
 	struct farpass_announce a;
-	long argsz, ret;
-	u32 flags = 0;
+	long argsz;
 
 	argsz = fp_copy_in(&a, sizeof(a), sizeof(a), uarg);
 	if (argsz < 0)
@@ -144,29 +143,20 @@ static long fp_ioctl_announce(void __user *uarg)
 		pr_warn_ratelimited(FP_NAME ": ANNOUNCE_DEVICE %u: invalid arguments\n", a.device_id);
 		return -EINVAL;
 	}
-	ret = fp_device_announce(&a, &flags);
-	if (ret)
-		return ret;
-	a.flags = flags;
-	return fp_copy_out(uarg, &a, sizeof(a), argsz);
+	return fp_device_announce(&a);
 }
 
 static long fp_ioctl_withdraw(void __user *uarg)
 {
 	struct farpass_withdraw w;
-	long argsz, ret;
-	u32 flags = 0;
+	long argsz;
 
 	argsz = fp_copy_in(&w, sizeof(w), sizeof(w), uarg);
 	if (argsz < 0)
 		return argsz;
 	if (w.flags || w.pad)
 		return -EINVAL;
-	ret = fp_device_withdraw(w.device_id, &flags);
-	if (ret)
-		return ret;
-	w.flags = flags;
-	return fp_copy_out(uarg, &w, sizeof(w), argsz);
+	return fp_device_withdraw(w.device_id);
 }
 
 static long fp_ioctl_upcall_get(struct fp_file *f, struct file *file, void __user *uarg)

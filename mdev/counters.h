@@ -22,8 +22,8 @@ enum fp_counter {
 	FP_C_CTRL_ERRORS,	/* E bad magic/version/command, send failures */
 	FP_C_AGENT_FILES,	/* G open /dev/farpass files */
 	FP_C_IOCTL_ERRORS,	/* E ioctls that returned an error */
-	FP_C_DEVICES,		/* G announced devices (withdrawn ones until their type is gone) */
-	FP_C_TYPES,		/* G mdev types registered */
+	FP_C_DEVICES,		/* G announced devices (each in its slot's type) */
+	FP_C_TYPES,		/* G mdev types registered (FARPASS_IRQ_SLOTS per parent) */
 	FP_C_PARENTS,		/* G mdev parents registered */
 	FP_C_INSTANCES,		/* G mdev instances */
 	FP_C_VFIO_OPEN,		/* G instances opened by a VFIO user */

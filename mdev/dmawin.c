@@ -521,7 +521,7 @@ int fp_dmawin_layout(struct farpass_dma_layout *l)
 	 */
 	mutex_lock(&fp_lock);
 	list_for_each_entry(rdev, &fp_devices, node)
-		known |= rdev->desc.device_id == l->device_id && !rdev->withdrawn;
+		known |= rdev->desc.device_id == l->device_id;
 	mutex_unlock(&fp_lock);
 	return known ? -ENODATA : -ENOENT;
 }

@@ -3,17 +3,17 @@
  * fp.h - farpass.ko's shared objects: NTB links, announced remote devices, and the one global lock.
  *
  * Locking (outer to inner):
- *   fp_lock (mutex)        fp_links, fp_devices, each link's type table and mdev parent registration.
- *                          Taken by ioctls, NTB client probe/remove and the re-registration work.
+ *   fp_lock (mutex)        fp_links, fp_devices, each link's mdev parent registration and lender name,
+ *                          and a slot's device (with inst_lock: see below). Taken by ioctls and NTB
+ *                          client probe/remove.
  *   link->ctrl_lock (mutex) a link's control-protocol state (up, handshake); work items only.
- *   link->inst_lock (spin)  instance accounting: link->nr_instances, rereg_busy, rdev->claimed,
- *                          rdev->inst and rdev->withdrawn; REVOKE_DEVICE takes an instance's
- *                          state_lock inside it. The mdev probe/remove callbacks take ONLY this lock: they
- *                          run under the mdev core's parent unreg_sem, and fp_lock is held around
- *                          mdev_unregister_parent() (which takes unreg_sem for writing) when a type
- *                          table is re-registered, so taking fp_lock there would deadlock. The NTB
- *                          remove's unregistration, which waits for VFIO users, runs without fp_lock
- *                          on a link marked dying (fp_link_types_teardown()).
+ *   link->inst_lock (spin)  the link's slots and instances: slot->rdev (written under fp_lock AND
+ *                          inst_lock, read under either), rdev->claimed and rdev->inst; REVOKE_DEVICE
+ *                          takes an instance's state_lock inside it. The mdev callbacks (probe, remove,
+ *                          available_instances, description) take ONLY this lock: they run under the
+ *                          mdev core's parent unreg_sem or sysfs active references, which the NTB
+ *                          remove's mdev_unregister_parent() waits for, and that runs (waiting for VFIO
+ *                          users) without fp_lock on a link marked dying (fp_link_types_teardown()).
  */
 #ifndef FARPASS_FP_H
 #define FARPASS_FP_H
@@ -31,6 +31,8 @@
 
 struct dentry;
 struct fp_irq;
+struct fp_link;
+struct fp_rdev;
 struct iommu_domain;
 struct ntb_dev;
 struct pci_dev;
@@ -45,6 +47,20 @@ enum fp_hs_state {
 	FP_HS_PENDING,		/* HELLO sent, waiting for the peer's HELLO_ACK */
 	FP_HS_OK,		/* both directions answered: the peer speaks our protocol */
 	FP_HS_FAILED,		/* gave up: hs_err = -EAGAIN (no answer) or -EPROTO (other version) */
+};
+
+/*
+ * One of a link's mdev types: slot `index` of the link's lender, filled by ANNOUNCE with the device the
+ * lender lends at that slot, emptied by WITHDRAW. Registered once with the link's parent and freed with
+ * the link (the mdev core's kobject in struct mdev_type cannot be initialised twice).
+ */
+struct fp_slot {
+	struct mdev_type type;
+	struct fp_link *link;
+	unsigned int index;
+	char sysfs_name[64];		/* "farpass-<lender>-<index>": constant once registered */
+	char pretty_name[48];		/* "<lender> slot <index>": constant once registered */
+	struct fp_rdev *rdev;		/* fp_lock + inst_lock to write, either to read; NULL: empty */
 };
 
 /* One NTB device = one link to one peer host; both the borrower and the lender role hang off it. */
@@ -76,13 +92,15 @@ struct fp_link {
 	struct work_struct db_work;	/* db_event (hard irq) -> process context */
 	struct delayed_work hello_work;	/* (re)send HELLO until acknowledged, bounded */
 
-	/* mdev parent (mdev.c); fp_lock. */
+	/*
+	 * mdev parent (types.c): registered at the link's first ANNOUNCE with one type per slot, named
+	 * after that ANNOUNCE's lender, and never again while the link lives. fp_lock.
+	 */
 	struct mdev_parent parent;
 	bool parent_registered;
-	bool rereg_pending;		/* the type table is stale: re-register when no instance is left */
-	struct mdev_type **types;	/* what the parent was registered with: fp_type.type */
-	unsigned int nr_types;
-	struct work_struct rereg_work;
+	char lender[FARPASS_NAME_LEN];		/* the lender at the other end; set with parent_registered */
+	struct fp_slot slots[FARPASS_IRQ_SLOTS];	/* by the lender's slot (irq_slot) */
+	struct mdev_type *slot_types[FARPASS_IRQ_SLOTS];	/* &slots[i].type, for mdev_register_parent() */
 
 	/* Inbound windows (xwin.c): set at probe, torn down at remove, constant in between. */
 	struct iommu_domain *xwin_domain;	/* the NTB's DMA domain; NULL: no data path */
@@ -93,38 +111,22 @@ struct fp_link {
 	struct fp_irq *irq;		/* interrupt bridge (irqbridge.c); NULL: no data path */
 
 	spinlock_t inst_lock;		/* see the top of this file */
-	unsigned int nr_instances;
-	bool rereg_busy;		/* parent being re-registered: mdev probe fails with -EAGAIN */
 
 	struct dentry *dbg_dir;
 };
 
-/* An announced remote device: one mdev type on its link's parent. */
+/* An announced remote device: the device of its slot's mdev type on its link's parent. */
 struct fp_rdev {
 	struct list_head node;		/* in fp_devices; fp_lock */
 	struct fp_link *link;
 	struct farpass_announce desc;	/* as announced; immutable */
-	char sysfs_name[64];
-	char pretty_name[128];
-	bool registered;		/* fp_lock: in the link's current type table */
-	bool withdrawn;			/* fp_lock + inst_lock to write, either to read */
 	bool claimed;			/* inst_lock: an instance exists (one per remote device) */
 	struct fp_mdev *inst;		/* inst_lock: that instance, while it is registered with VFIO */
 };
 
-/*
- * The mdev type object of one registration of the parent. The mdev core embeds a kobject in struct
- * mdev_type and never lets the driver know when it is released, and a kobject cannot be initialised
- * twice: so each (re-)registration gets fresh fp_type objects, freed after mdev_unregister_parent().
- */
-struct fp_type {
-	struct mdev_type type;
-	struct fp_rdev *rdev;		/* outlives the type: freed only after its type is unregistered */
-};
-
-static inline struct fp_rdev *fp_rdev_of(struct mdev_type *mtype)
+static inline struct fp_slot *fp_slot_of(struct mdev_type *mtype)
 {
-	return container_of(mtype, struct fp_type, type)->rdev;
+	return container_of(mtype, struct fp_slot, type);
 }
 
 #endif /* FARPASS_FP_H */

@@ -77,7 +77,7 @@ int fp_device_revoke(u32 device_id, u32 *flags)
 
 	mutex_lock(&fp_lock);
 	list_for_each_entry(rdev, &fp_devices, node) {
-		if (rdev->desc.device_id != device_id || rdev->withdrawn)
+		if (rdev->desc.device_id != device_id)
 			continue;
 		spin_lock(&rdev->link->inst_lock);
 		fm = rdev->inst;
@@ -955,24 +955,30 @@ static const struct vfio_device_ops fp_vfio_ops = {
 
 /* ------------------------------------------------------------------------------------ mdev_driver */
 
+/* The device in @slot now, NULL if empty (inst_lock: see fp.h). */
+static struct fp_rdev *fp_slot_rdev(struct fp_slot *slot)
+{
+	lockdep_assert_held(&slot->link->inst_lock);
+	return slot->rdev;
+}
+
 static int fp_mdev_probe(struct mdev_device *mdev)
 {
-	struct fp_rdev *rdev = fp_rdev_of(mdev->type);
-	struct fp_link *link = rdev->link;
+	struct fp_slot *slot = fp_slot_of(mdev->type);
+	struct fp_link *link = slot->link;
+	struct fp_rdev *rdev;
 	struct fp_mdev *fm;
 	int ret = 0;
 
+	/* Claimed, the device stays in its slot (WITHDRAW fails with -EBUSY) until remove unclaims it. */
 	spin_lock(&link->inst_lock);
-	if (link->rereg_busy)
-		ret = -EAGAIN;
-	else if (rdev->withdrawn)
-		ret = -ENODEV;
+	rdev = fp_slot_rdev(slot);
+	if (!rdev)
+		ret = -ENODEV;	/* an empty slot: its lender lends no device there now */
 	else if (rdev->claimed)
 		ret = -EUSERS;
-	if (!ret) {
+	else
 		rdev->claimed = true;
-		link->nr_instances++;
-	}
 	spin_unlock(&link->inst_lock);
 	if (ret)
 		return ret;
@@ -1008,9 +1014,6 @@ err_put_vdev:
 err_unclaim:
 	spin_lock(&link->inst_lock);
 	rdev->claimed = false;
-	link->nr_instances--;
-	if (!link->nr_instances && link->rereg_pending)
-		schedule_work(&link->rereg_work);
 	spin_unlock(&link->inst_lock);
 	return ret;
 }
@@ -1031,31 +1034,45 @@ static void fp_mdev_remove(struct mdev_device *mdev)
 
 	spin_lock(&link->inst_lock);
 	rdev->claimed = false;
-	link->nr_instances--;
-	/* Deferred type changes: not from here (we run under the parent's unreg_sem). */
-	if (!link->nr_instances && link->rereg_pending)
-		schedule_work(&link->rereg_work);
 	spin_unlock(&link->inst_lock);
 }
 
 static unsigned int fp_mdev_get_available(struct mdev_type *mtype)
 {
-	struct fp_rdev *rdev = fp_rdev_of(mtype);
+	struct fp_slot *slot = fp_slot_of(mtype);
+	struct fp_rdev *rdev;
 	unsigned int avail;
 
-	spin_lock(&rdev->link->inst_lock);
-	avail = !rdev->claimed && !rdev->withdrawn;
-	spin_unlock(&rdev->link->inst_lock);
+	spin_lock(&slot->link->inst_lock);
+	rdev = fp_slot_rdev(slot);
+	avail = rdev && !rdev->claimed;
+	spin_unlock(&slot->link->inst_lock);
 	return avail;
 }
 
+/* A filled slot names its device (as the lender's agent lists it), an empty one says so. */
 static ssize_t fp_mdev_show_description(struct mdev_type *mtype, char *buf)
 {
-	const struct farpass_announce *d = &fp_rdev_of(mtype)->desc;
+	struct fp_slot *slot = fp_slot_of(mtype);
+	const struct farpass_announce *d;
+	char label[FARPASS_NAME_LEN * 2 + 16];
+	struct fp_rdev *rdev;
+	ssize_t n;
 
-	return sysfs_emit(buf, "remote PCI device %04x:%04x class %06x on lender %s%s%s via NTB %s, farpass id %u\n",
-			  d->vendor, d->device, d->class_code, d->lender,
-			  d->lender_addr[0] ? " at " : "", d->lender_addr, d->ntb, d->device_id);
+	spin_lock(&slot->link->inst_lock);
+	rdev = fp_slot_rdev(slot);
+	if (!rdev) {
+		n = sysfs_emit(buf, "empty: lender %s lends no device at slot %u to this host (NTB %s)\n",
+			       slot->link->lender, slot->index, slot->link->name);
+	} else {
+		d = &rdev->desc;
+		if (fp_device_label(label, sizeof(label), d->lender, d->vendor, d->device, d->lender_addr) < 0)
+			label[0] = '\0';	/* cannot happen: the names fit */
+		n = sysfs_emit(buf, "%s: class %06x, via NTB %s, farpass id %u\n", label, d->class_code,
+			       d->ntb, d->device_id);
+	}
+	spin_unlock(&slot->link->inst_lock);
+	return n;
 }
 
 struct mdev_driver fp_mdev_driver = {

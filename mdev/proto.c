@@ -41,15 +41,22 @@ bool fp_lender_name_valid(const char *name, size_t bufsize)
 	return false;	/* not NUL-terminated inside the buffer */
 }
 
-int fp_type_sysfs_name(char *buf, size_t size, const char *lender, u32 device_id)
+int fp_type_sysfs_name(char *buf, size_t size, const char *lender, unsigned int slot)
 {
-	int n = snprintf(buf, size, "farpass-%s-%u", lender, device_id);
+	int n = snprintf(buf, size, "farpass-%s-%u", lender, slot);
 
 	return n < 0 || (size_t)n >= size ? -1 : n;
 }
 
-int fp_type_pretty_name(char *buf, size_t size, const char *lender, unsigned int vendor,
-			unsigned int device, const char *lender_addr)
+int fp_type_pretty_name(char *buf, size_t size, const char *lender, unsigned int slot)
+{
+	int n = snprintf(buf, size, "%s slot %u", lender, slot);
+
+	return n < 0 || (size_t)n >= size ? -1 : n;
+}
+
+int fp_device_label(char *buf, size_t size, const char *lender, unsigned int vendor, unsigned int device,
+		    const char *lender_addr)
 {
 	int n;
 

@@ -76,14 +76,22 @@ int fp_hello_check(u32 word, u32 *version, u32 *roles);
 bool fp_lender_name_valid(const char *name, size_t bufsize);
 
 /*
- * The sysfs part of an mdev type's name ("farpass-<lender>-<id>"; the mdev core prefixes the parent
- * driver's name, e.g. "ntb_hw_epf-farpass-lender-7"). Returns the length, or -1 if it does not fit.
+ * The sysfs part of the name of the mdev type of slot @slot of @lender's link ("farpass-<lender>-<slot>";
+ * the mdev core prefixes the parent driver's name, e.g. "ntb_hw_epf-farpass-lender-3"). The lender agent
+ * keeps a device's slot for as long as it lends it, the same towards every borrower. Returns the
+ * length, or -1 if it does not fit.
  */
-int fp_type_sysfs_name(char *buf, size_t size, const char *lender, u32 device_id);
+int fp_type_sysfs_name(char *buf, size_t size, const char *lender, unsigned int slot);
 
-/* The type's human-readable name (mdevctl's "Name"): "<lender> <vendor>:<device> (<lender_addr>)". */
-int fp_type_pretty_name(char *buf, size_t size, const char *lender, unsigned int vendor,
-			unsigned int device, const char *lender_addr);
+/* That type's human-readable name (mdevctl's "Name"), constant: "<lender> slot <slot>". */
+int fp_type_pretty_name(char *buf, size_t size, const char *lender, unsigned int slot);
+
+/*
+ * The device in a slot, as its type's description starts (mdevctl's "Description"):
+ * "<lender> <vendor>:<device> (<lender_addr>)".
+ */
+int fp_device_label(char *buf, size_t size, const char *lender, unsigned int vendor, unsigned int device,
+		    const char *lender_addr);
 
 #ifdef __cplusplus
 }

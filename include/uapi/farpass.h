@@ -22,14 +22,15 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define FARPASS_API_VERSION	2		/* bumped on any incompatible change (2: BAR window
-						 * offsets and irq_slot in ANNOUNCE) */
+#define FARPASS_API_VERSION	3		/* bumped on any incompatible change (2: BAR window
+						 * offsets and irq_slot in ANNOUNCE; 3: one mdev type
+						 * per slot, no deferred ANNOUNCE/WITHDRAW) */
 #define FARPASS_DEV_PATH	"/dev/farpass"
 #define FARPASS_IOCTL_TYPE	'F'
 
 #define FARPASS_NAME_LEN	32		/* lender names and PCI names, NUL included */
 #define FARPASS_NUM_BARS	6
-#define FARPASS_IRQ_SLOTS	16		/* lent devices per link with interrupts */
+#define FARPASS_IRQ_SLOTS	16		/* lent devices per link: interrupt slots, mdev types */
 #define FARPASS_IRQ_VECTORS	2048		/* vectors per device (MSI-X's maximum) */
 #define FARPASS_DMA_SLOTS	8		/* guest RAM ranges per DMA window layout */
 #define FARPASS_MAX_DEVICES	64		/* announced devices per host */
@@ -105,18 +106,22 @@ struct farpass_bar {
 #define FARPASS_BAR_MAPPED	(1U << 3)	/* the lender places it at win_offset of the BAR window */
 
 /*
- * FARPASS_IOCTL_ANNOUNCE_DEVICE: a device that a lender reached through the NTB `ntb` offers. The kernel
- * adds an mdev type "<ntb driver>-farpass-<lender>-<device_id>" to the parent on that NTB's PCI device
- * (/sys/class/mdev_bus/<ntb>/mdev_supported_types/). The device id is chosen by the agent, unique on
- * this host (the same id on every borrower keeps type names, hence libvirt XML, valid across hosts).
+ * FARPASS_IOCTL_ANNOUNCE_DEVICE: a device that a lender reached through the NTB `ntb` offers, at the
+ * lender's slot `irq_slot`. The mdev parent on that NTB's PCI device has one mdev type per slot of the
+ * lender at the link's other end, "<ntb driver>-farpass-<lender>-<slot>"
+ * (/sys/class/mdev_bus/<ntb>/mdev_supported_types/), registered at the link's first ANNOUNCE and
+ * constant while the NTB stays bound to farpass; the device fills its slot's type, usable at once,
+ * whatever instances exist on the link. The lender keeps a device's slot while it lends it, the same
+ * towards every borrower, so a type names the same device on every borrower (libvirt XML, cold
+ * migration). The device id is chosen by the agent, unique on this host (upcalls name it).
  * Devices are per host, not per open file: they survive the agent closing /dev/farpass.
- * If an mdev instance exists on that NTB, the type cannot be added at once (Linux 6.1 registers an
- * mdev parent's types in one go); the call succeeds with FARPASS_ANNOUNCE_F_PENDING set in `flags`
- * and the type appears when the link's last instance is removed.
+ * Errors (beyond the common ones): ENODEV no such NTB, EINVAL another lender than the link's first
+ * ANNOUNCE named, EEXIST device_id already announced, EADDRINUSE the slot holds another device (or a
+ * BAR window slot overlaps another device's), ENOSPC FARPASS_MAX_DEVICES announced.
  */
 struct farpass_announce {
 	__u32 argsz;
-	__u32 flags;		/* in: 0; out: FARPASS_ANNOUNCE_F_* */
+	__u32 flags;		/* in: 0 */
 	__u32 device_id;	/* < 2^31, unique on this host */
 	__u16 vendor;		/* PCI IDs of the remote device */
 	__u16 device;
@@ -125,23 +130,23 @@ struct farpass_announce {
 	__u32 class_code;	/* base << 16 | sub << 8 | prog-if */
 	__u8  revision;
 	__u8  pad0[3];		/* must be 0 */
-	__u32 irq_slot;		/* the device's slot in the link's interrupt mailbox, < FARPASS_IRQ_SLOTS,
-				 * unique per lender and link (the lender's IRQ_BRIDGE uses the same) */
+	__u32 irq_slot;		/* the device's slot, < FARPASS_IRQ_SLOTS, unique per lender: its mdev
+				 * type, and its slot in the link's interrupt mailbox (the lender's
+				 * IRQ_BRIDGE uses the same) */
 	char  lender[FARPASS_NAME_LEN];	/* the lender's host name: [A-Za-z0-9._]{1,31}, no '-' */
 	char  lender_addr[FARPASS_NAME_LEN];	/* the device's PCI name on the lender (informative) */
 	char  ntb[FARPASS_NAME_LEN];	/* PCI name of this host's NTB to that lender, "0000:00:0a.0" */
 	struct farpass_bar bars[FARPASS_NUM_BARS];
 };
 
-#define FARPASS_ANNOUNCE_F_PENDING	(1U << 0)	/* out: type deferred until the link has no instance */
-
 /* ----------------------------------------------------------------------------- WITHDRAW_DEVICE */
 
 /*
- * FARPASS_IOCTL_WITHDRAW_DEVICE: the announced device goes away and so does its mdev type. Fails with
- * -EBUSY while an mdev instance of the type exists (remove it first: mdevctl stop / echo 1 > remove),
- * -ENOENT for an unknown id. If instances of OTHER devices exist on the same NTB the type stays
- * (with no available instance) until they are gone: FARPASS_WITHDRAW_F_PENDING is set in `flags`.
+ * FARPASS_IOCTL_WITHDRAW_DEVICE: the announced device leaves its slot: the slot's type stays, empty (no
+ * available instance, creating one fails with ENODEV), until the lender's next device at that slot is
+ * announced. Instances of the link's other devices are not touched. Fails with -EBUSY while an mdev
+ * instance of the device exists (remove it first: mdevctl stop / echo 1 > remove), -ENOENT for an
+ * unknown id.
  */
 struct farpass_withdraw {
 	__u32 argsz;
@@ -149,8 +154,6 @@ struct farpass_withdraw {
 	__u32 device_id;
 	__u32 pad;		/* must be 0 */
 };
-
-#define FARPASS_WITHDRAW_F_PENDING	(1U << 0)	/* out: type removed when the link has no instance */
 
 /* --------------------------------------------------------------------------------- upcall queue */
 

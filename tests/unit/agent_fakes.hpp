@@ -314,14 +314,15 @@ public:
 	std::map<std::string, std::vector<Fd>> received;
 };
 
-// The kernel as the agent sees it: announced ids, withdrawals (with EBUSY and PENDING on demand), an
+// The kernel as the agent sees it: announced ids, each in its slot's mdev type of its NTB (EADDRINUSE
+// while another device fills it), withdrawals (with EBUSY on demand), an
 // upcall queue and the replies to it, DMA layouts, and the lender's BAR windows and interrupt relays
 // (each call journaled; failures on demand by errno).
 class FakeKernelPort final : public KernelPort {
 public:
 	bool available() override { return loaded; }
 	std::string unavailable_reason() const override { return loaded ? "" : "opening /dev/farpass: ENOENT"; }
-	bool announce(const RemoteDevice &device) override
+	void announce(const RemoteDevice &device) override
 	{
 		if (!loaded)
 			throw AgentError(ErrorCode::system_error, ENODEV, "/dev/farpass is gone");
@@ -329,18 +330,21 @@ public:
 			throw AgentError(ErrorCode::system_error, fail_announce, "ANNOUNCE_DEVICE failed");
 		if (announced.count(device.id))
 			throw AgentError(ErrorCode::system_error, EEXIST, "ANNOUNCE_DEVICE: EEXIST");
+		for (const auto &[id, other] : announced)
+			if (other.ntb == device.ntb && other.irq_slot == device.irq_slot)
+				throw AgentError(ErrorCode::system_error, EADDRINUSE,
+						 "ANNOUNCE_DEVICE: EADDRINUSE: slot " + std::to_string(device.irq_slot) + " holds id " +
+							 std::to_string(id));
 		announced[device.id] = device;
 		announce_calls++;
-		return pending;
 	}
-	bool withdraw(std::uint32_t id) override
+	void withdraw(std::uint32_t id) override
 	{
 		if (busy.count(id))
 			throw AgentError(ErrorCode::system_error, EBUSY, "WITHDRAW_DEVICE: EBUSY");
 		if (!announced.erase(id))
 			throw AgentError(ErrorCode::system_error, ENOENT, "WITHDRAW_DEVICE: ENOENT");
 		withdrawn.push_back(id);
-		return pending;
 	}
 	bool revoke(std::uint32_t device_id) override
 	{
@@ -406,7 +410,6 @@ public:
 	}
 
 	bool loaded = true;
-	bool pending = false;
 	int fail_announce = 0;
 	int announce_calls = 0;
 	std::map<std::uint32_t, RemoteDevice> announced;

@@ -239,6 +239,51 @@ TEST_CASE("a device its lender stopped lending is withdrawn; EBUSY (an instance)
 	CHECK(f.borrower->devices().empty());
 }
 
+TEST_CASE("a device lent at the slot of one the lender stopped lending: that one withdrawn first, both in one refresh")
+{
+	BorrowerFixture f;
+	f.borrower->refresh(); // the NVMe in slot 0
+	// Sorted before the NVMe in the agent's table: announced first unless withdrawals go first.
+	constexpr const char *other = "0000:00:05.0";
+	f.lender.tree.add_device(other, 0x1b36, 0x0010, {0x4000, 0, 0, 0, 0, 0}, 9, "nvme");
+	f.lender.lender->unlend(nvme_address, false);
+	f.lender.lender->lend(other); // slot 0 again
+	f.borrower->refresh();
+	const std::uint32_t id = stable_device_id("lender-a", other);
+	REQUIRE(f.kernel.announced.count(id));
+	CHECK(f.kernel.announced.at(id).irq_slot == 0);
+	CHECK(f.kernel.withdrawn == std::vector<std::uint32_t>{f.nvme_id()});
+	CHECK(std::none_of(f.log.begin(), f.log.end(),
+			   [](const std::string &line) { return line.find("EADDRINUSE") != std::string::npos; }));
+}
+
+TEST_CASE("a device whose slot still holds a device with an instance waits for it (EADDRINUSE), then is announced")
+{
+	BorrowerFixture f;
+	f.borrower->refresh();
+	f.lender.lender->unlend(nvme_address, false);
+	f.lender.lender->lend(nic_address); // slot 0, which the NVMe's instance still holds here
+	f.kernel.busy.insert(f.nvme_id());
+	f.borrower->refresh();
+	const std::uint32_t nic = stable_device_id("lender-a", nic_address);
+	CHECK_FALSE(f.kernel.announced.count(nic));
+	CHECK_FALSE(f.borrower->devices().at("lender-a/" + std::string(nic_address)).announced);
+	f.advance(1000);
+	f.borrower->tick(); // still busy: the NIC still waits
+	CHECK_FALSE(f.kernel.announced.count(nic));
+	f.kernel.busy.clear(); // the instance removed
+	f.advance(1000);
+	f.borrower->tick();
+	REQUIRE(f.kernel.announced.count(nic));
+	CHECK(f.kernel.announced.at(nic).irq_slot == 0);
+	CHECK_FALSE(f.kernel.announced.count(f.nvme_id()));
+	// The view names each device's slot (the libvirt hook finds a type's device by lender and slot).
+	const json view = f.borrower->view();
+	REQUIRE(view.size() == 1);
+	CHECK(view[0].at("slot") == 0);
+	CHECK(view[0].at("announced") == true);
+}
+
 TEST_CASE("an unreachable lender withdraws nothing")
 {
 	BorrowerFixture f;

@@ -56,18 +56,27 @@ TEST_CASE("lender names: [A-Za-z0-9._]{1,31}, NUL inside the buffer")
 	CHECK_FALSE(fp_lender_name_valid(buf, sizeof(buf)));
 }
 
-TEST_CASE("type names")
+TEST_CASE("type names: one per slot of a lender")
 {
 	char buf[64];
 	CHECK(fp_type_sysfs_name(buf, sizeof(buf), "lender", 7) == 16);
 	CHECK(std::string(buf) == "farpass-lender-7");
-	CHECK(fp_type_sysfs_name(buf, sizeof(buf), std::string(31, 'l').c_str(), 2147483647u) > 0);
+	// The longest lender name with the largest slot fits fp_slot's buffers.
+	CHECK(fp_type_sysfs_name(buf, sizeof(buf), std::string(31, 'l').c_str(), 15) > 0);
 	CHECK(fp_type_sysfs_name(buf, 10, "lender", 7) == -1);	// does not fit
 
-	char pretty[128];
-	CHECK(fp_type_pretty_name(pretty, sizeof(pretty), "lender", 0x1b36, 0x10, "0000:00:08.0") > 0);
-	CHECK(std::string(pretty) == "lender 1b36:0010 (0000:00:08.0)");
-	CHECK(fp_type_pretty_name(pretty, sizeof(pretty), "h", 0x8086, 0x10d3, "") > 0);
-	CHECK(std::string(pretty) == "h 8086:10d3");
-	CHECK(fp_type_pretty_name(pretty, 8, "lender", 0x1b36, 0x10, "") == -1);
+	char pretty[48];
+	CHECK(fp_type_pretty_name(pretty, sizeof(pretty), "lender", 3) > 0);
+	CHECK(std::string(pretty) == "lender slot 3");
+	CHECK(fp_type_pretty_name(pretty, sizeof(pretty), std::string(31, 'l').c_str(), 15) > 0);
+	CHECK(fp_type_pretty_name(pretty, 8, "lender", 3) == -1);
+
+	char label[80];	// as mdev.c's description sizes it
+	CHECK(fp_device_label(label, sizeof(label), "lender", 0x1b36, 0x10, "0000:00:08.0") > 0);
+	CHECK(std::string(label) == "lender 1b36:0010 (0000:00:08.0)");
+	CHECK(fp_device_label(label, sizeof(label), "h", 0x8086, 0x10d3, "") > 0);
+	CHECK(std::string(label) == "h 8086:10d3");
+	CHECK(fp_device_label(label, sizeof(label), std::string(31, 'l').c_str(), 0xffff, 0xffff,
+			      std::string(31, 'a').c_str()) > 0);
+	CHECK(fp_device_label(label, 8, "lender", 0x1b36, 0x10, "") == -1);
 }

@@ -146,7 +146,7 @@ TEST_CASE("an answer the output cannot use is one clear error line and exit 1, n
 	CHECK(std::count(message.begin(), message.end(), '\n') == 1);
 }
 
-TEST_CASE("mdev-uuid: RFC 4122 UUIDv5 of <lender>-<id>, whatever the NTB driver; other names are usage errors")
+TEST_CASE("mdev-uuid: RFC 4122 UUIDv5 of <lender>-<slot>, whatever the NTB driver; other names are usage errors")
 {
 	// Expected values from Python's uuid.uuid5(UUID("3f716837-7004-4491-9d30-2d73f931a5b8"), name).
 	CHECK(farpass_mdev_uuid("ntb_hw_epf-farpass-lender-123456") == "0439d978-62dc-5e3c-b3d5-29444fb403e6");

@@ -2,7 +2,7 @@
 # libvirt-hooks/qemu.d/farpass on a fake sysfs (FARPASS_SYSFS) with the real farpassctl's mdev-uuid and
 # the agent's answers (status, list) from files: which mdevs it creates for a domain's XML, what it
 # removes at release (an instance already gone: nothing said; a removal that fails: said, the release still
-# succeeds), and the one-line errors libvirt would show (borrowed elsewhere, lender down,
+# succeeds), and the one-line errors libvirt would show (borrowed elsewhere, lender down, an empty slot,
 # agent down; a farpassctl or mdevctl that never answers, ended at the hook's bound even when deaf to
 # SIGTERM). The XML is read as XML: mdev hostdevs in comments, CDATA or metadata and a pci hostdev with
 # look-alike attributes are no devices, any attribute order, quoting and spacing is; XML that is not
@@ -22,7 +22,7 @@ bad() { echo "FAIL $1"; fails=$((fails + 1)); }
 expect_eq() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: got '$2', want '$3'"; fi; }
 
 NTB=0000:00:05.0
-TYPE=ntb_hw_epf-farpass-lender-123456
+TYPE=ntb_hw_epf-farpass-lender-3 # slot 3 of lender
 UUID=$("$CTL" mdev-uuid $TYPE)
 types=$t/sys/class/mdev_bus/$NTB/mdev_supported_types
 mkdir -p "$types/$TYPE" "$types/mtty-1" "$t/sys/bus/mdev/devices"
@@ -41,7 +41,7 @@ cat "$t/\$2.json"
 EOF
 chmod +x "$t/farpassctl"
 cat >"$t/status.json" <<'EOF'
-{"host": "borrower2", "remote_devices": [{"lender": "lender", "pci": "0000:00:08.0", "id": 123456, "ntb": "0000:00:05.0", "announced": true, "borrowed": false}]}
+{"host": "borrower2", "remote_devices": [{"lender": "lender", "pci": "0000:00:08.0", "id": 123456, "ntb": "0000:00:05.0", "slot": 3, "announced": true, "borrowed": false}]}
 EOF
 # mdevctl: the UUIDs in $t/defined are defined; `start` is logged to $t/mdevctl.log (or never ends, with
 # $t/hang-start).
@@ -139,6 +139,14 @@ echo "  $out"
 expect_eq "this host's agent down" "$rc:$out" \
 	"1:farpass: mdev type $TYPE: this host's farpass-agent does not answer (connecting to /run/farpass/agent.sock: Connection refused)"
 rm "$t/agent-down"
+cp "$t/status.json" "$t/status.saved"
+jq -c '.remote_devices[0].slot = 4' "$t/status.saved" >"$t/status.json" # the agent has nothing in slot 3
+out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
+echo "  $out"
+expect_eq "an empty slot's type" "$rc:$out" \
+	"1:farpass: mdev type $TYPE: an empty slot: lender lends this host no device at slot 3 (farpassctl status)"
+expect_eq "... nothing created" "$(test -e "$types/$TYPE/create" && echo created)" ""
+mv "$t/status.saved" "$t/status.json"
 
 echo "# a hung agent or mdevctl: the hook gives up after FARPASS_HOOK_TIMEOUT s, one line, exit 1"
 list null '[]'
