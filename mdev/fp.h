@@ -51,8 +51,7 @@ enum fp_hs_state {
 
 /*
  * One of a link's mdev types: slot `index` of the link's lender, filled by ANNOUNCE with the device the
- * lender lends at that slot, emptied by WITHDRAW. Registered once with the link's parent and freed with
- * the link (the mdev core's kobject in struct mdev_type cannot be initialised twice).
+ * lender lends at that slot, emptied by WITHDRAW. Registered once with the link's parent (types.c).
  */
 struct fp_slot {
 	struct mdev_type type;
@@ -93,13 +92,16 @@ struct fp_link {
 	struct delayed_work hello_work;	/* (re)send HELLO until acknowledged, bounded */
 
 	/*
-	 * mdev parent (types.c): registered at the link's first ANNOUNCE with one type per slot, named
-	 * after that ANNOUNCE's lender, and never again while the link lives. fp_lock.
+	 * mdev parent (types.c): registered at probe with no type, then at the link's first ANNOUNCE
+	 * with one type per slot, named after that ANNOUNCE's lender, and never again while the link
+	 * lives. fp_lock.
 	 */
 	struct mdev_parent parent;
 	bool parent_registered;
-	char lender[FARPASS_NAME_LEN];		/* the lender at the other end; set with parent_registered */
-	struct fp_slot slots[FARPASS_IRQ_SLOTS];	/* by the lender's slot (irq_slot) */
+	char lender[FARPASS_NAME_LEN];		/* the lender at the other end; set with slots, then
+						 * constant (the mdev callbacks read it) */
+	struct fp_slot *slots;		/* FARPASS_IRQ_SLOTS, by the lender's slot (irq_slot); NULL
+					 * until the first ANNOUNCE, freed after the unregistration */
 	struct mdev_type *slot_types[FARPASS_IRQ_SLOTS];	/* &slots[i].type, for mdev_register_parent() */
 
 	/* Inbound windows (xwin.c): set at probe, torn down at remove, constant in between. */

@@ -7,10 +7,11 @@
  *
  * Linux 6.1 and 6.12 register all of a parent's types at mdev_register_parent() (an array of struct
  * mdev_type) and cannot add or remove one later; registering again removes the parent's instances,
- * which would take a device from a running guest. So the types are fixed slots, registered once, at
- * the link's first ANNOUNCE (no instance can exist before: no type does), named after that lender and
- * the slot ("farpass-<lender>-<slot>"), and never registered again while the link lives: a device lent
- * while guests run is usable at once, a withdrawal touches no other instance. The lender agent keeps a
+ * which would take a device from a running guest. So the types are fixed slots: the parent registers at
+ * probe with no type and once more at the link's first ANNOUNCE, with FARPASS_IRQ_SLOTS types named
+ * after that ANNOUNCE's lender and the slot ("farpass-<lender>-<slot>"); no instance can exist before
+ * (no type did), and the parent is never registered again while the link lives: a device lent while
+ * guests run is usable at once, a withdrawal touches no other instance. The lender agent keeps a
  * device's slot while it lends it, the same towards every borrower, so a type name means the same
  * device on every borrower (libvirt XML, cold migration). An empty slot's type has no available
  * instance and refuses to create one. Costs: docs/mdev.md, "mdev types under Linux 6.1 and 6.12".
@@ -29,28 +30,67 @@
 #include "proto.h"
 #include "types.h"
 
-/* The link's first ANNOUNCE, from @lender: its slot types and the parent. */
-static int fp_link_register(struct fp_link *link, const char *lender)
+/* Probe, the link listed: the parent, with no type until the agent announces the link's lender. */
+static int fp_link_types_listed(struct fp_link *link)
 {
+	int ret;
+
+	lockdep_assert_held(&fp_lock);
+	ret = mdev_register_parent(&link->parent, &link->pdev->dev, &fp_mdev_driver, link->slot_types, 0);
+	if (ret) {
+		dev_err(&link->pdev->dev, "farpass: mdev parent registration failed: %pe\n", ERR_PTR(ret));
+		return ret;
+	}
+	link->parent_registered = true;
+	fp_count(FP_C_PARENTS, 1);
+	return 0;
+}
+
+/*
+ * The link's first ANNOUNCE, from @lender: the parent registered again, with its slot types, the only
+ * time it is. No instance can exist before (no type did), so none is removed. The slots are allocated
+ * here and freed after the parent's unregistration: the mdev core's kobject in each struct mdev_type
+ * cannot be initialised twice, and a failed registration may have initialised some.
+ */
+static int fp_link_register_slots(struct fp_link *link, const char *lender)
+{
+	struct fp_slot *slots;
 	unsigned int i;
 	int ret;
 
 	lockdep_assert_held(&fp_lock);
+	slots = kcalloc(FARPASS_IRQ_SLOTS, sizeof(*slots), GFP_KERNEL);
+	if (!slots)
+		return -ENOMEM;
 	for (i = 0; i < FARPASS_IRQ_SLOTS; i++) {
-		struct fp_slot *slot = &link->slots[i];
+		struct fp_slot *slot = &slots[i];
 
 		/* Cannot fail: a valid lender name is at most 31 characters. */
 		if (fp_type_sysfs_name(slot->sysfs_name, sizeof(slot->sysfs_name), lender, i) < 0 ||
-		    fp_type_pretty_name(slot->pretty_name, sizeof(slot->pretty_name), lender, i) < 0)
+		    fp_type_pretty_name(slot->pretty_name, sizeof(slot->pretty_name), lender, i) < 0) {
+			kfree(slots);
 			return -EINVAL;
+		}
+		slot->link = link;
+		slot->index = i;
 		slot->type.sysfs_name = slot->sysfs_name;
 		slot->type.pretty_name = slot->pretty_name;
 		link->slot_types[i] = &slot->type;
 	}
-	strscpy(link->lender, lender, sizeof(link->lender));	/* the empty slots' descriptions name it */
+	if (link->parent_registered) {
+		mdev_unregister_parent(&link->parent);
+		link->parent_registered = false;
+		fp_count(FP_C_PARENTS, -1);
+	}
+	/* Before the registration: the mdev callbacks may run from then on. */
+	strscpy(link->lender, lender, sizeof(link->lender));
+	link->slots = slots;
 	ret = mdev_register_parent(&link->parent, &link->pdev->dev, &fp_mdev_driver, link->slot_types,
 				   FARPASS_IRQ_SLOTS);
 	if (ret) {
+		link->slots = NULL;
+		link->lender[0] = '\0';
+		kfree(slots);
 		dev_err(&link->pdev->dev, "farpass: mdev parent registration failed: %pe\n", ERR_PTR(ret));
 		return ret;
 	}
@@ -84,7 +124,6 @@ static void fp_rdev_free(struct fp_rdev *rdev)
 static void fp_link_types_teardown(struct fp_link *link)
 {
 	struct fp_rdev *rdev, *tmp;
-	unsigned int i;
 
 	lockdep_assert_not_held(&fp_lock);
 	WARN_ON_ONCE(!link->dying);
@@ -96,34 +135,22 @@ static void fp_link_types_teardown(struct fp_link *link)
 	if (link->parent_registered) {
 		mdev_unregister_parent(&link->parent);
 		link->parent_registered = false;
-		fp_count(FP_C_TYPES, -FARPASS_IRQ_SLOTS);
 		fp_count(FP_C_PARENTS, -1);
+		if (link->slots)
+			fp_count(FP_C_TYPES, -FARPASS_IRQ_SLOTS);
 	}
+	/* No mdev callback runs any more: the slots and their devices go together. */
 	mutex_lock(&fp_lock);
-	spin_lock(&link->inst_lock);
-	for (i = 0; i < FARPASS_IRQ_SLOTS; i++)
-		fp_slot_set(&link->slots[i], NULL);
-	spin_unlock(&link->inst_lock);
 	list_for_each_entry_safe(rdev, tmp, &fp_devices, node)
 		if (rdev->link == link)
 			fp_rdev_free(rdev);
+	kfree(link->slots);
+	link->slots = NULL;
 	mutex_unlock(&fp_lock);
 }
 
-static int fp_link_types_probe(struct fp_link *link)
-{
-	unsigned int i;
-
-	for (i = 0; i < FARPASS_IRQ_SLOTS; i++) {
-		link->slots[i].link = link;
-		link->slots[i].index = i;
-	}
-	return 0;
-}
-
 const struct fp_link_role_ops fp_types_role = {
-	.probe = fp_link_types_probe,
-	/* No mdev parent until the first ANNOUNCE names the lender, hence the types. */
+	.listed = fp_link_types_listed,
 	.detach = fp_link_types_teardown,
 };
 
@@ -155,7 +182,7 @@ int fp_device_announce(const struct farpass_announce *desc)
 		goto out_unlock;
 	}
 	/* The link's types are named after its lender: another lender's device has no type there. */
-	if (link->parent_registered && strcmp(link->lender, desc->lender)) {
+	if (link->slots && strcmp(link->lender, desc->lender)) {
 		dev_warn_ratelimited(&link->pdev->dev,
 				     "farpass: ANNOUNCE %u from lender %s on the link to lender %s\n",
 				     desc->device_id, desc->lender, link->lender);
@@ -173,8 +200,8 @@ int fp_device_announce(const struct farpass_announce *desc)
 		ret = -ENOSPC;
 		goto out_unlock;
 	}
-	slot = &link->slots[desc->irq_slot];
-	if (slot->rdev) {	/* another device's (withdrawn first when the lender moves slots) */
+	/* Another device's (the agent withdraws a device before announcing the next one in its slot). */
+	if (link->slots && link->slots[desc->irq_slot].rdev) {
 		ret = -EADDRINUSE;
 		goto out_unlock;
 	}
@@ -188,13 +215,14 @@ int fp_device_announce(const struct farpass_announce *desc)
 	}
 	rdev->link = link;
 	rdev->desc = *desc;
-	if (!link->parent_registered) {
-		ret = fp_link_register(link, desc->lender);
+	if (!link->slots) {
+		ret = fp_link_register_slots(link, desc->lender);
 		if (ret) {
 			kfree(rdev);
 			goto out_unlock;
 		}
 	}
+	slot = &link->slots[desc->irq_slot];
 	list_add_tail(&rdev->node, &fp_devices);
 	fp_count(FP_C_DEVICES, 1);
 	spin_lock(&link->inst_lock);

@@ -154,11 +154,18 @@ ag_lender_up() {
 	done
 }
 
-# ag_type_of VM PCI [LENDER]: the mdev type on VM's NTB towards LENDER (default $AG_LENDER) of that
-# lender's device PCI (its name ends "(PCI)"; empty if there is none).
+# ag_type_of VM PCI [LENDER]: the mdev type on VM's NTB towards LENDER (default $AG_LENDER) whose slot
+# holds that lender's device PCI (its description starts "LENDER VVVV:DDDD (PCI):"; empty if none does).
 ag_type_of() {
 	rig_run "$1" -- "cd /sys/class/mdev_bus/$(ntb_pci "$1" "$(rig_link "${3:-$AG_LENDER}" "$1")")/mdev_supported_types 2>/dev/null &&
-grep -ls ' ($2)\$' */name | cut -d/ -f1" || true
+grep -lsF ' ($2):' */description | cut -d/ -f1" || true
+}
+
+# ag_device_id VM PCI [LENDER]: the farpass id VM's agent announced LENDER's (default $AG_LENDER) device
+# PCI under (what upcalls and DMA_LAYOUT name it by).
+ag_device_id() {
+	ag_ctl "$1" --json status | jq -r --arg l "${3:-$AG_LENDER}" --arg p "$2" \
+		'.remote_devices[] | select(.lender == $l and .pci == $p) | .id'
 }
 
 # ag_remote_mdev "VM..." UUID [LENDER-FRAGMENT] [BORROWER-FRAGMENT]: farpass.ko on every lender of the

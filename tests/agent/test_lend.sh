@@ -1,11 +1,11 @@
 #!/bin/bash
 # Lending and borrowing through the agents, lender and borrower1:
 #  (a) the lender's agent lends its emulated NVMe (farpassctl lend: vfio-pci); borrower1's farpassctl
-#      list shows it with its lender (text and --json); borrower1's agent announces it to farpass.ko,
-#      whose mdev type appears on the NTB under the device's stable id, named after the lender and the
-#      NVMe; a VFIO user of an instance (farpass-client vfio-cfg, as QEMU) gets the real NVMe's config
+#      list shows it with its lender (text and --json); borrower1's agent announces it to farpass.ko
+#      in the lender's slot of it, whose mdev type (named after the lender and the slot) then describes
+#      the NVMe and has an instance available; a VFIO user of an instance (farpass-client vfio-cfg, as QEMU) gets the real NVMe's config
 #      space, borrows it (bus master) and resets it, all through the agents' upcall service;
-#      unlend withdraws the type again;
+#      unlend empties the type again, lending it again fills it under the same id and slot;
 #  (b) a lease borrower1's agent finds in its borrower.json at start, of a device its kernel has no borrow
 #      of (DMA_LAYOUT: ENODATA), is released: logged, and the lender has no borrows left;
 #  (c) a RETURN whose lease.release the lender's agent does not answer (stopped with SIGSTOP while a
@@ -63,13 +63,16 @@ expect_eq "$B: --json list parses: host, pci, borrower" \
 	"$(jq -r '.devices[] | "\(.host) \(.pci) \(.borrower)"' <<<"$json")" "lender $LENDER_NVME null"
 expect_eq "... class, BAR 0 64-bit" "$(jq -r '.devices[0] | "\(.class) \(.bar_flags[0])"' <<<"$json")" "67586 2"
 expect_eq "... nothing unreachable" "$(jq -c .unreachable <<<"$json")" "[]"
-expect "$B: the agent announced it" ag_wait_log $B 20 "announced lender $LENDER_NVME \(id [0-9]+\) on NTB $NTB"
+expect "$B: the agent announced it" ag_wait_log $B 20 "announced lender $LENDER_NVME \(id [0-9]+, slot [0-9]+\) on NTB $NTB"
 id=$(ag_ctl $B --json status | jq -r '.remote_devices[0].id')
-T=ntb_hw_epf-farpass-lender-$id
-echo "stable id $id, type $T"
-expect "$B: the mdev type appears on the NTB" ntb_wait $B 10 "test -d $TYPES/$T"
-expect_eq "$B: its name names the lender and the NVMe" "$(rig_run $B -- "cat $TYPES/$T/name")" \
-	"lender 1b36:0010 ($LENDER_NVME)"
+slot=$(ag_ctl $B --json status | jq -r '.remote_devices[0].slot')
+expect_eq "$B: in the slot its lender lends it at (farpassctl list)" "$slot" "$(jq -r '.devices[0].irq_slot' <<<"$json")"
+T=ntb_hw_epf-farpass-lender-$slot
+echo "stable id $id, slot $slot, type $T"
+expect "$B: the mdev type is on the NTB" ntb_wait $B 10 "test -d $TYPES/$T"
+expect_eq "$B: its name names the lender and the slot" "$(rig_run $B -- "cat $TYPES/$T/name")" "lender slot $slot"
+expect_eq "$B: its description the NVMe" "$(rig_run $B -- "cat $TYPES/$T/description")" \
+	"lender 1b36:0010 ($LENDER_NVME): class 010802, via NTB $NTB, farpass id $id"
 expect_eq "$B: one instance available" "$(rig_run $B -- "cat $TYPES/$T/available_instances")" 1
 ag_ctl $B status
 expect "$B: status --json shows it announced" \
@@ -91,12 +94,14 @@ expect_eq "lender: no borrows left" "$(ag_ctl lender borrows)" "no borrows"
 expect_eq "$B: no upcall timed out" "$(fp_counter $B upcall_timeouts)" 0
 expect "$B: remove the instance" rig_run $B -- "echo 1 > /sys/bus/mdev/devices/$U/remove"
 
-echo "# unlend: the type goes away"
+echo "# unlend: the type is empty"
 expect "lender: farpassctl unlend" ag_ctl lender unlend $LENDER_NVME
 expect "$B: the agent withdraws it" ag_wait_log $B 20 "withdrew lender $LENDER_NVME"
-expect "$B: ... the type is gone" ntb_wait $B 10 "! test -e $TYPES/$T"
+expect "$B: ... the type stays, empty" ntb_wait $B 10 \
+	"grep -q '^empty: lender lender lends no device at slot $slot ' $TYPES/$T/description && grep -qx 0 $TYPES/$T/available_instances"
 expect "lender: lend it again" ag_ctl lender lend $LENDER_NVME
-expect "$B: ... announced again, under the same id" ntb_wait $B 20 "test -d $TYPES/$T"
+expect "$B: ... announced again in its slot, under the same id" ntb_wait $B 20 \
+	"grep -q 'farpass id $id\$' $TYPES/$T/description && grep -qx 1 $TYPES/$T/available_instances"
 
 echo "# (b) a lease without a borrow is released"
 expect "$B: stop the agent" ag_stop $B

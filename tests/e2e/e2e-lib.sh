@@ -422,14 +422,14 @@ e2e_slow_upcalls() { rig_run "$1" -- "echo 25000 >/sys/module/farpass/parameters
 
 # e2e_remote_mdev "VM..." UUID: the remote path up to a guest-ready mdev on each borrower VM (agent-lib.sh's
 # ag_remote_mdev, as tests/kernel/test_remote_nvme.sh), with the timeouts above; E2E_DEVICE_ID is the
-# device's announced id (its type's suffix). Needs kernel-lib.sh and agent-lib.sh.
+# device's announced id (on the first VM: the same on every borrower). Needs kernel-lib.sh and agent-lib.sh.
 e2e_remote_mdev() {
 	local vm
 	ag_remote_mdev "$1" "$2" "$E2E_LENDER_AGENT_CFG" "$E2E_BORROWER_AGENT_CFG"
 	for vm in $1; do
 		e2e_slow_upcalls "$vm"
 	done
-	E2E_DEVICE_ID=${AG_TYPE##*-}
+	E2E_DEVICE_ID=$(ag_device_id "${1%% *}" "$AG_LENT")
 }
 
 # e2e_extra_mdev VM PCI [LENDER]: an instance on VM of another device the lender lent with $AG_LENT (PCI,

@@ -44,7 +44,7 @@ set -euo pipefail
 fp_check_built
 
 fp_rig_up_edu
-T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-7
+T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-0 # device 7's slot
 U=8f7c3ab0-5c6e-4e41-9d3e-0000000000d7
 D=/tmp/dmawin
 fp_load lender
@@ -53,7 +53,7 @@ fp_bind_vfio lender $EDU_ADDR
 expect "borrower: farpass link up" ntb_wait $B 60 "grep -qx 'link up' $FP_DBG/$NTB/link"
 expect "lender: farpass link up" ntb_wait lender 60 "grep -qx 'link up' $FP_DBG/$LNTB/link"
 
-T9=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-9
+T9=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-2 # device 9's slot
 U9=8f7c3ab0-5c6e-4e41-9d3e-0000000000d9
 D9=/tmp/dmawin9
 fp_client $B announce --id 7 --lender lender --ntb "$NTB" --bar0 0x4000
@@ -149,7 +149,7 @@ expect "withdraw" fp_client $B withdraw --id 7
 expect "withdraw" fp_client $B withdraw --id 9
 
 echo "# (e) BAR region and interrupts"
-T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
+T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-1 # device 8's slot
 U8=8f7c3ab0-5c6e-4e41-9d3e-0000000000d8
 SLOT=0x100000      # edu's BAR0 is 1 MiB: a slot aligned to its size
 expect "lender: BAR_MAP edu's BAR0 at $SLOT of the BAR window" \

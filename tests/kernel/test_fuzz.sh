@@ -21,7 +21,7 @@ rig_up --borrowers 1
 B=borrower1
 NTB=$(ntb_pci $B)
 LNTB=$(ntb_pci lender)
-T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-7
+T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-0 # device 7's slot
 U=8f7c3ab0-5c6e-4e41-9d3e-0000000000f7
 D=/tmp/fuzz
 fp_load lender

@@ -60,9 +60,9 @@ U=8f7c3ab0-5c6e-4e41-9d3e-00000000b0e7
 UV=8f7c3ab0-5c6e-4e41-9d3e-00000000b0e8
 nsze=$(($(stat -c %s "$(rig_lender_nvme_img)") / 512))
 ag_remote_mdev $B $U
-id=${AG_TYPE##*-}
+id=$(ag_device_id $B "$AG_LENT")
 vtype=$(ag_type_of $B $VICTIM)
-vid=${vtype##*-}
+vid=$(ag_device_id $B $VICTIM)
 expect "$B: create the victim's mdev $UV" \
 	rig_run $B -- "echo $UV > /sys/class/mdev_bus/$(ntb_pci $B)/mdev_supported_types/$vtype/create"
 

@@ -73,25 +73,25 @@ expect "a 4 KiB BAR on the page before it is accepted" ann --id 1 --bar0 0x1000 
 expect "withdraw it" fp_client $B withdraw --id 1
 expect "a 4 KiB BAR just past the window: ERANGE" ann --id 1 --bar0 0x1000 --bar0-win $wsize --expect ERANGE
 expect "a 1 MiB BAR at 1 MiB" ann --id 1 --bar0 0x100000 --bar0-win 0x100000
-expect "another device's BAR inside that slot: EADDRINUSE" ann --id 2 --bar0 0x4000 --bar0-win 0x1fc000 --expect EADDRINUSE
+expect "another device's BAR inside that slot: EADDRINUSE" ann --id 2 --irq-slot 1 --bar0 0x4000 --bar0-win 0x1fc000 --expect EADDRINUSE
 expect "withdraw the first" fp_client $B withdraw --id 1
-expect "... then its slot is free" ann --id 2 --bar0 0x4000 --bar0-win 0x1fc000
+expect "... then its slot is free" ann --id 2 --irq-slot 1 --bar0 0x4000 --bar0-win 0x1fc000
 expect "withdraw it" fp_client $B withdraw --id 2
 
 echo "# (6) the MSI-X table and PBA"
 SLOT=0x100000
-T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-8
+T=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-0 # device 8's slot
 U=8f7c3ab0-5c6e-4e41-9d3e-0000000000e8
 D=/tmp/isolation
 fp_bind_vfio lender $EDU_ADDR
 expect "lender: BAR_MAP edu's BAR0 at $SLOT" fp_client lender bar-map --ntb $LNTB --pci $EDU_ADDR --bar 0 --offset $SLOT --size 0x100000
 expect "announce device 8 with BAR0 at $SLOT" ann --id 8 --bar0 0x100000 --bar0-win $SLOT
-# Devices 9 and 10 for (5) and (4) now: a link's types change only while it has no instance.
+# Devices 9 and 10 for (5) and (4), each in its own slot: its interrupt slot and mdev type.
 uq() { printf '8f7c3ab0-5c6e-4e41-9d3e-%012x' "$1"; }
-expect "announce device 9" ann --id 9
-expect "announce device 10 (its own interrupt slot: (3) borrows it beside device 9)" ann --id 10 --irq-slot 1
-for id in 9 10; do
-	rig_run $B -- "echo $(uq $id) > /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-$id/create"
+expect "announce device 9 at slot 2" ann --id 9 --irq-slot 2
+expect "announce device 10 at slot 1 ((3) borrows it beside device 9)" ann --id 10 --irq-slot 1
+for id_slot in 9:2 10:1; do
+	rig_run $B -- "echo $(uq ${id_slot%:*}) > /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-${id_slot#*:}/create"
 done
 rig_run $B -- "echo $U > $T/create; rm -rf $D; mkdir -p $D"
 expect_eq "no agent: the scan fails, BAR0 neither read nor mmapped" \

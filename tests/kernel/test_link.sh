@@ -47,7 +47,7 @@ expect_klog_clean lender
 NTB=$(ntb_pci $B)
 U=8f7c3ab0-5c6e-4e41-9d3e-0000000000d1
 fp_client $B announce --id 1 --ntb "$NTB"
-rig_run $B -- "echo $U > /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-1/create"
+rig_run $B -- "echo $U > /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-0/create"
 rig_kill lender
 expect "borrower: link down after the lender's QEMU was killed" \
 	ntb_wait $B 20 "grep -qx 'link down' $(linkf $B) && grep -qx 'handshake down' $(linkf $B)"

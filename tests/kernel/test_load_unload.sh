@@ -24,7 +24,7 @@ rig_up --borrowers 1
 B=borrower1
 NTB=$(ntb_pci $B)
 PARENT=/sys/class/mdev_bus/$NTB
-T=$PARENT/mdev_supported_types/ntb_hw_epf-farpass-lender-1
+T=$PARENT/mdev_supported_types/ntb_hw_epf-farpass-lender-0 # device 1's slot
 fp_load lender
 fp_load $B
 rig_run $B -- "rmmod farpass"
@@ -36,7 +36,7 @@ for i in \$(seq 20); do
 	insmod $FP_KO
 	if [ \$((i % 2)) = 1 ]; then
 		$FP_CLIENT announce --id 1 --ntb $NTB >/dev/null
-		$FP_CLIENT announce --id 2 --ntb $NTB >/dev/null
+		$FP_CLIENT announce --id 2 --ntb $NTB --irq-slot 1 >/dev/null
 		echo 8f7c3ab0-5c6e-4e41-9d3e-0000000000\$(printf %02d \$i) > $T/create
 		test \$(ls /sys/bus/mdev/devices | wc -l) = 1
 	fi
@@ -57,10 +57,11 @@ expect_eq "instances" "$(fp_counter $B instances)" 1
 rig_run $B -- "echo 1 > /sys/bus/mdev/devices/8f7c3ab0-5c6e-4e41-9d3e-0000000000aa/remove"
 fp_client $B withdraw --id 1
 rig_run $B -- "cat $FP_DBG/counters"
-for n in agent_files devices types instances vfio_open pinned_pages bar_maps irq_hooks; do
+for n in agent_files devices instances vfio_open pinned_pages bar_maps irq_hooks; do
 	expect_eq "counters: $n" "$(fp_counter $B $n)" 0
 done
-expect_eq "counters: one parent (the link's, with no type)" "$(fp_counter $B parents)" 1
+expect_eq "counters: one parent (the link's, with its 16 slot types, all empty)" \
+	"$(fp_counter $B parents):$(fp_counter $B types)" 1:16
 expect "rmmod" rig_run $B -- "rmmod farpass"
 
 echo "# (p) the NTB probe fails at the mdev parent's registration, with the link's work queued"

@@ -21,7 +21,7 @@ fp_check_built
 rig_up --borrowers 1
 B=borrower1
 NTB=$(ntb_pci $B)
-T=$(echo /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-7)
+T=$(echo /sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-0) # device 7's slot
 U=8f7c3ab0-5c6e-4e41-9d3e-0000000000c7
 PARAM=/sys/module/farpass/parameters/upcall_timeout_ms
 fp_load $B

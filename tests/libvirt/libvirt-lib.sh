@@ -99,12 +99,13 @@ lv_virsh() {
 
 lv_mdev_exists() { rig_run "$1" -- "test -e /sys/bus/mdev/devices/$2"; }
 
-# lv_type VM: the farpass type of the lender's NVMe on VM's NTB, once announced (waits up to 60 s).
+# lv_type VM: the farpass type of the lender's NVMe on VM's NTB (its lender's slot), once announced
+# (waits up to 60 s).
 lv_type() {
-	local vm=$1 id
+	local vm=$1 slot
 	ag_wait_log "$vm" 60 "announced lender $LENDER_NVME" || return 1
-	id=$(ag_ctl "$vm" --json status | jq -r ".remote_devices[] | select(.pci == \"$LENDER_NVME\") | .id")
-	echo "ntb_hw_epf-farpass-lender-$id"
+	slot=$(ag_ctl "$vm" --json status | jq -r ".remote_devices[] | select(.pci == \"$LENDER_NVME\") | .slot")
+	echo "ntb_hw_epf-farpass-lender-$slot"
 }
 
 # lv_hostdev_xml UUID: the <hostdev> of an mdev (e.g. the farpass instance of a remote device).

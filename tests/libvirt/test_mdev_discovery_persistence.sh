@@ -5,7 +5,8 @@
 #      the instance, `nodedev-autostart` marks it for boot; destroyed and undefined again;
 #  (c) `mdevctl define --auto` of the same device; the borrower L1 is rebooted: once udevd, farpass.ko
 #      and the agent are up (what systemd does on a real host), the instance is back without any
-#      command (the udev rule udev/61-farpass-mdevctl.rules on the parent's registration), and libvirt lists it;
+#      command (the udev rule udev/61-farpass-mdevctl.rules on the parent's registration, and on each
+#      device the agent announces into its slot), and libvirt lists it;
 #  (d) the borrower's kernel log has no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
@@ -32,7 +33,9 @@ echo "# (a) discovery"
 out=$(rig_run $B -- "mdevctl types")
 echo "$out"
 expect "mdevctl types lists the type under the NTB" grep -Pzq "$NTB\n(.*\n)*  $T\n" <<<"$out"
-expect "... with its name (lender, PCI IDs, address)" grep -q "Name: lender 1b36:0010 ($LENDER_NVME)" <<<"$out"
+expect "... with its name (the lender's slot)" grep -q "Name: lender slot ${T##*-}\$" <<<"$out"
+expect "... and the device in its description (lender, PCI IDs, address)" \
+	grep -q "Description: lender 1b36:0010 ($LENDER_NVME):" <<<"$out"
 out=$(lv_virsh $B nodedev-list --cap mdev_types)
 echo "$out"
 expect "virsh nodedev-list --cap mdev_types lists the NTB" grep -qx "$PARENT" <<<"$out"
