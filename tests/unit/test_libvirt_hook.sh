@@ -119,33 +119,29 @@ expect_eq "not through sysfs, not remembered as the hook's" "$(test -e "$types/$
 rm "$t/defined"
 
 echo "# errors: one line naming the device and the reason, exit 1, nothing created"
+refused() { # refused LABEL WANT: prepare of $UUID ends with WANT (status:stderr) and creates nothing
+	out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
+	echo "  $out"
+	expect_eq "$1" "$rc:$out" "$2"
+	expect_eq "... nothing created" "$(test -e "$types/$TYPE/create" && echo created)" ""
+}
 list '"borrower1"' '[]'
-out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
-echo "  $out"
-expect_eq "borrowed by another host" "$rc:$out" \
+refused "borrowed by another host" \
 	"1:farpass: remote device lender/0000:00:08.0 (mdev type $TYPE): busy (EBUSY), borrowed by borrower1"
-expect_eq "... nothing created" "$(test -e "$types/$TYPE/create" && echo created)" ""
 list '"borrower2"' '[]'
 out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
 expect_eq "borrowed by this host (a lease still held): allowed" "$rc:$out" "0:"
 list null '[{"host": "lender", "error": "connecting to 10.99.0.1:7450: Connection refused"}]'
-out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
-echo "  $out"
-expect_eq "lender down" "$rc:$out" \
+refused "lender down" \
 	"1:farpass: remote device lender/0000:00:08.0 (mdev type $TYPE): its lender lender is unreachable: connecting to 10.99.0.1:7450: Connection refused"
 touch "$t/agent-down"
-out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
-echo "  $out"
-expect_eq "this host's agent down" "$rc:$out" \
+refused "this host's agent down" \
 	"1:farpass: mdev type $TYPE: this host's farpass-agent does not answer (connecting to /run/farpass/agent.sock: Connection refused)"
 rm "$t/agent-down"
 cp "$t/status.json" "$t/status.saved"
 jq -c '.remote_devices[0].slot = 4' "$t/status.saved" >"$t/status.json" # the agent has nothing in slot 3
-out=$(hook prepare begin "$UUID") && rc=0 || rc=$?
-echo "  $out"
-expect_eq "an empty slot's type" "$rc:$out" \
+refused "an empty slot's type" \
 	"1:farpass: mdev type $TYPE: an empty slot: lender lends this host no device at slot 3 (farpassctl status)"
-expect_eq "... nothing created" "$(test -e "$types/$TYPE/create" && echo created)" ""
 mv "$t/status.saved" "$t/status.json"
 
 echo "# a hung agent or mdevctl: the hook gives up after FARPASS_HOOK_TIMEOUT s, one line, exit 1"
