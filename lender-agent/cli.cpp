@@ -140,7 +140,8 @@ void print_text(std::ostream &out, std::string_view command, const json &result)
 		out << "remote:   " << remote.size() << " device(s) announced to this host's kernel\n";
 		for (const json &device : remote)
 			out << "  " << device.at("lender").get<std::string>() << " " << device.at("pci").get<std::string>()
-			    << " id " << device.at("id") << " on NTB " << device.at("ntb").get<std::string>()
+			    << " id " << device.at("id") << ", slot " << device.at("slot") << " (its mdev type) on NTB "
+			    << device.at("ntb").get<std::string>()
 			    << (device.at("announced").get<bool>() ? "" : " (not announced)")
 			    << (device.at("borrowed").get<bool>() ? ", borrowed by this host" : "") << "\n";
 	}
