@@ -90,7 +90,7 @@ struct BorrowerFixture {
 	}
 
 	std::uint32_t nvme_id() const { return stable_device_id("lender-a", nvme_address); }
-	const AnnouncedDevice &nvme() const { return borrower->devices().at("lender-a/" + std::string(nvme_address)); }
+	AnnouncedDevice nvme() const { return borrower->devices().at("lender-a/" + std::string(nvme_address)); }
 	long count(std::string_view method) const { return std::count(calls.begin(), calls.end(), method); }
 
 	std::string host;
