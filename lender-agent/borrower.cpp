@@ -119,6 +119,7 @@ Borrower::Borrower(KernelPort &kernel, const Clock &clock, const StateStore &sto
 
 Borrower::~Borrower()
 {
+	stopping_ = true;
 	for (auto &[host, part] : lenders_)
 		part.worker.reset();
 }
@@ -239,7 +240,7 @@ void Borrower::refresh(LenderPart &part)
 void Borrower::refresh_peer(LenderPart &part)
 {
 	const PeerAddress &peer = *part.peer;
-	const json reply = call_peer_(peer, "device.list", json::object(), std::numeric_limits<int>::max());
+	const json reply = call_lender(part, "device.list", json::object());
 	std::set<std::string> listed;
 	bool changed = false;
 	for (const json &view : reply.at("devices")) {
@@ -361,7 +362,7 @@ void Borrower::renew_due(LenderPart &part)
 			continue;
 		}
 		try {
-			const json reply = call_lender(part, entry, "lease.renew",
+			const json reply = call_lender(part, "lease.renew",
 						       {{"pci", entry.device.pci_address}, {"lease", entry.lease->id}});
 			entry.lease->renew_at_ms = now + entry.lease->lease_ms / 3;
 		} catch (const AgentError &e) {
@@ -516,19 +517,19 @@ UpcallReply Borrower::serve(LenderPart &part, const Upcall &upcall)
 			json params = {{"pci", pci}, {"offset", upcall.args[0]}, {"width", upcall.args[1]}};
 			if (const BorrowedLease *lease = held(*device))
 				params["lease"] = lease->id;
-			reply.data[0] = decode_uint<std::uint32_t>(call_lender(part, *device, "device.read_config", params).at("value"), "value");
+			reply.data[0] = decode_uint<std::uint32_t>(call_lender(part, "device.read_config", params).at("value"), "value");
 			break;
 		}
 		case UpcallOp::config_write:
-			call_lender(part, *device, "device.write_config",
+			call_lender(part, "device.write_config",
 				    {{"pci", pci}, {"lease", lease_id()}, {"offset", upcall.args[0]},
 				     {"width", upcall.args[1]}, {"value", upcall.args[2]}});
 			break;
 		case UpcallOp::reset:
-			call_lender(part, *device, "device.reset", {{"pci", pci}, {"lease", lease_id()}});
+			call_lender(part, "device.reset", {{"pci", pci}, {"lease", lease_id()}});
 			break;
 		case UpcallOp::set_irqs:
-			call_lender(part, *device, "irq.set",
+			call_lender(part, "irq.set",
 				    {{"pci", pci}, {"lease", lease_id()}, {"index", upcall.args[1]}, {"count", upcall.args[2]}});
 			break;
 		default:
@@ -551,7 +552,7 @@ void Borrower::borrow(LenderPart &part, AnnouncedDevice &device)
 	const std::string &pci = device.device.pci_address;
 	if (device.lease && device.lease->releasing)
 		release(part, device); // the lender must have ended the old lease before a new one maps anything
-	const json result = call_lender(part, device, "lease.acquire", {{"pci", pci}});
+	const json result = call_lender(part, "lease.acquire", {{"pci", pci}});
 	const auto lease_ms = decode_uint<std::int64_t>(result.at("lease_ms"), "lease_ms", min_lease_ms, max_lease_ms);
 	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.monotonic_ms() + lease_ms / 3};
 	persist(part);
@@ -584,7 +585,7 @@ std::string Borrower::map_dma(LenderPart &part, const AnnouncedDevice &device, b
 		return std::string(" without DMA window: ") + e.what();
 	}
 	for (const DmaSlot &slot : slots)
-		call_lender(part, device, "dma.map",
+		call_lender(part, "dma.map",
 			    {{"pci", device.device.pci_address}, {"lease", device.lease->id}, {"iova", slot.gpa},
 			     {"size", slot.size}, {"window_offset", slot.offset}});
 	return " (" + std::to_string(slots.size()) + " DMA slot(s) mapped)";
@@ -595,7 +596,7 @@ void Borrower::release(LenderPart &part, AnnouncedDevice &device)
 	BorrowedLease &lease = *device.lease;
 	const std::string key = key_of(device.device.lender_host, device.device.pci_address);
 	try {
-		call_lender(part, device, "lease.release", {{"pci", device.device.pci_address}, {"lease", lease.id}});
+		call_lender(part, "lease.release", {{"pci", device.device.pci_address}, {"lease", lease.id}});
 	} catch (const AgentError &e) {
 		// Unknown there (expired, or the device unlent with it): over all the same.
 		if (e.code() != ErrorCode::no_such_lease && e.code() != ErrorCode::no_such_device) {
@@ -672,17 +673,20 @@ Borrower::LenderPart *Borrower::lender_of(std::uint32_t id)
 	return part == lenders_.end() ? nullptr : &part->second;
 }
 
-json Borrower::call_lender(LenderPart &part, const AnnouncedDevice &device, std::string_view method, json params)
+// Every call of the borrower to a lender: outside upcalls bounded by the sessions' call_timeout_ms, in
+// one by what is left of its deadline. None once stopping: a worker's job then ends at its next call.
+json Borrower::call_lender(LenderPart &part, std::string_view method, const json &params)
 {
+	if (stopping_)
+		throw AgentError(ErrorCode::peer_unreachable, ECANCELED, std::string(method) + " on " + part.host + ": stopping");
 	if (!part.peer)
-		throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
-				 device.device.lender_host + " is not a configured peer");
-	int timeout_ms = std::numeric_limits<int>::max(); // outside upcalls: the sessions' call_timeout_ms
+		throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH, part.host + " is not a configured peer");
+	int timeout_ms = std::numeric_limits<int>::max();
 	if (part.deadline_ms) {
 		const std::int64_t left = *part.deadline_ms - clock_.monotonic_ms();
 		if (left <= 0)
 			throw AgentError(ErrorCode::timed_out, ETIMEDOUT,
-					 std::string(method) + " on " + device.device.lender_host + ": the upcall's time is up");
+					 std::string(method) + " on " + part.host + ": the upcall's time is up");
 		timeout_ms = static_cast<int>(std::min<std::int64_t>(left, timeout_ms));
 	}
 	return call_peer_(*part.peer, method, params, timeout_ms);

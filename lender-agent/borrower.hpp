@@ -83,7 +83,9 @@ class Borrower {
 public:
 	Borrower(KernelPort &kernel, const Clock &clock, const StateStore &store, std::vector<PeerAddress> peers,
 		 LenderCaller call_peer, LogSink log, std::int64_t poll_ms);
-	~Borrower(); // stops the workers first: their jobs use everything else
+	// Stops the workers first (their jobs use everything else): each ends the job it runs at its next
+	// call to a lender, so stopping waits for one call at most (call_timeout_ms).
+	~Borrower();
 
 	// Reads borrower.json (ids, announced devices, held leases). Throws on a corrupt file.
 	void restore();
@@ -143,8 +145,7 @@ private:
 	static const BorrowedLease *held(const AnnouncedDevice &device);
 	static AnnouncedDevice *by_id(LenderPart &part, std::uint32_t id);
 	LenderPart *lender_of(std::uint32_t id);
-	nlohmann::json call_lender(LenderPart &part, const AnnouncedDevice &device, std::string_view method,
-				   nlohmann::json params);
+	nlohmann::json call_lender(LenderPart &part, std::string_view method, const nlohmann::json &params);
 	std::uint32_t id_of(const std::string &lender_host, const std::string &pci_address);
 	void save_changes(LenderPart &part);
 	void persist(const LenderPart &part);
@@ -158,6 +159,7 @@ private:
 	LogSink log_;
 	std::int64_t poll_ms_;
 	std::atomic<std::uint64_t> upcalls_served_ = 0;
+	std::atomic<bool> stopping_ = false; // ~Borrower: no more calls to lenders
 	std::map<std::string, LenderPart> lenders_; // by host; its keys fixed once restore() is done
 
 	std::mutex ids_lock_;			    // protects ids_

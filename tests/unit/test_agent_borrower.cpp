@@ -232,6 +232,11 @@ struct BorrowerFixture {
 	std::uint64_t seq = 0;
 };
 
+bool logged(const std::vector<std::string> &log, const std::string &line)
+{
+	return std::find(log.begin(), log.end(), line) != log.end();
+}
+
 } // namespace
 
 TEST_CASE("stable ids: one per (lender, PCI address), the same on every host, below 2^31")
@@ -341,6 +346,35 @@ TEST_CASE("two lenders: one that never answers holds up no renewal of the other'
 	}
 	CHECK(f.lender.lender->devices().at(nvme_address).lease);
 	CHECK(f.under_lock([&] { return f.hung_calls; }) == 1); // lender-d's worker hung all along on its first call
+}
+
+TEST_CASE("two lenders: upcalls waiting for a hung lender's worker are bounded; beyond, EAGAIN at once")
+{
+	BorrowerFixture f("borrower-b", true);
+	f.borrower->refresh();
+	const std::uint32_t d = stable_device_id("lender-d", nvme_address);
+	f.borrower->start_workers();
+	f.hold("lender-d");
+	f.queue_upcall(UpcallOp::config_read, d, {0, 2});
+	f.borrower->serve_upcalls();
+	REQUIRE_MESSAGE(f.wait_for([&] { return f.hung_calls == 1; }), "lender-d's worker never took the first upcall");
+	const std::uint64_t first = f.seq + 1;
+	for (std::size_t i = 0; i <= Borrower::max_queued; i++)
+		f.queue_upcall(UpcallOp::config_read, d, {0, 2});
+	f.borrower->serve_upcalls(); // never waits: what does not fit is answered here
+	f.under_lock([&] {
+		CHECK(f.kernel.replies.size() == 1);
+		REQUIRE(f.kernel.replies.count(f.seq));
+		CHECK(f.kernel.replies.at(f.seq).error == -EAGAIN);
+		CHECK(logged(f.log, "borrower: upcall 3 on id " + std::to_string(d) + ": 64 upcalls already wait for lender-d"));
+	});
+	f.release(); // the queued ones are served, in order, within their deadlines
+	REQUIRE_MESSAGE(f.wait_for([&] { return f.kernel.replies.size() == Borrower::max_queued + 2; }),
+			"the queued upcalls were not answered once lender-d answered");
+	f.under_lock([&] {
+		for (std::uint64_t seq = first - 1; seq < first + Borrower::max_queued; seq++)
+			CHECK(f.kernel.replies.at(seq).error == 0);
+	});
 }
 
 TEST_CASE("ids and announced devices survive a restart; a still-announced device (EEXIST) is fine")
@@ -574,15 +608,6 @@ TEST_CASE("a lender's numbers out of their range are refused, never narrowed")
 }
 
 // ---- the data path
-
-namespace {
-
-bool logged(const std::vector<std::string> &log, const std::string &line)
-{
-	return std::find(log.begin(), log.end(), line) != log.end();
-}
-
-} // namespace
 
 TEST_CASE("devices are announced with the lender's BAR window offsets and slot")
 {
