@@ -71,9 +71,9 @@ echo "lender2 timeouts on $B: $hung0 before the borrow, $(hung) now"
 expect "(b) $B: lender2 still hung meanwhile (more of its calls timed out)" test "$(hung)" -gt "$hung0"
 
 echo "# (c) lender2's agent runs again; the device is returned"
+opened=$(ag_log $B | grep -c "session to lender2 (.*) open: " || true)
 expect "lender2: SIGCONT its agent" rig_run lender2 -- "kill -CONT \$(cat $RIGDIR/lender2/agent.pid)"
-opened=$(ag_log $B | grep -c "session to lender2 .* open" || true)
-expect "(c) $B: a session to lender2 opens again" ag_wait_count $B 30 "session to lender2 .* open" "$opened"
+expect "(c) $B: a session to lender2 opens again" ag_wait_count $B 30 "session to lender2 \(.*\) open: " "$opened"
 touch "$RIGDIR/$B/go"
 expect "(c) $B: the VFIO user returned the device (bus master off) and closed" \
 	ntb_wait $B 60 "grep -q '^ok .* then=ok' $RIGDIR/$B/borrow.out"
