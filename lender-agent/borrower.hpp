@@ -67,7 +67,8 @@ struct BorrowedLease {
 };
 
 // Calls a method on a lender within timeout_ms (the peer sessions bound it by call_timeout_ms too);
-// throws AgentError like PeerCaller.
+// throws AgentError like PeerCaller. Called by every lender's worker at once, each for its own lender
+// (PeerSessions is safe so).
 using LenderCaller = std::function<nlohmann::json(const PeerAddress &peer, std::string_view method,
 						  const nlohmann::json &params, int timeout_ms)>;
 
