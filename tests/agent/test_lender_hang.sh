@@ -1,6 +1,6 @@
 #!/bin/bash
-# One lender that never answers holds up no other lender's borrower work (docs/agent-protocol.md,
-# "Threads"). Two lenders, one borrower (rig_up --lenders 2); borrower1's agent has both as peers, with
+# One lender that never answers holds up no other lender's borrower work (docs/agent-protocol.md, "Peer
+# sessions": the borrower's one worker per lender). Two lenders, one borrower (rig_up --lenders 2); borrower1's agent has both as peers, with
 # call_timeout_ms 10000 (its kernel's upcall_timeout_ms raised to 15000 to stay above it), so each call
 # to a lender that accepts and never answers hangs 10 s; the lenders' leases are 6 s (renewed every 2 s).
 # lender2's agent is stopped with SIGSTOP (its kernel still accepts TCP connections: a hung peer, not a
