@@ -28,7 +28,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../e2e/e2e-lib.sh"
 . "$(dirname "$0")/libvirt-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B1=borrower1 B2=borrower2
 # Bounds for the guests' runs: three L1s, each running an L2 under TCG, on a loaded machine.

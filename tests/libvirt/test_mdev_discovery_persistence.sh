@@ -13,7 +13,7 @@ set -euo pipefail
 . "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/../agent/agent-lib.sh"
 . "$(dirname "$0")/libvirt-lib.sh"
-ag_check_built && fp_check_built
+ag_check_built && fp_check_built || exit
 
 rig_up --borrowers 1 --l1-root rootfs --borrower-mem 2048
 B=borrower1
