@@ -22,7 +22,7 @@ set -euo pipefail
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/agent-lib.sh"
-ag_check_built && fp_check_built
+ag_check_built && fp_check_built || exit
 
 rig_up --borrowers 1 --lenders 2
 B=borrower1
