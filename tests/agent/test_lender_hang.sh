@@ -6,8 +6,8 @@
 # lender2's agent is stopped with SIGSTOP (its kernel still accepts TCP connections: a hung peer, not a
 # refused one), and borrower1's agent is seen timing out on it. Then:
 #  (a) a VFIO user of borrower1 (farpass-client vfio-borrow, as QEMU) borrows the lender's NVMe over
-#      link 1: its bus-master enable (the BORROW upcall, answered by borrower1's agent with the lender)
-#      succeeds within 5 s, as the client times it (bm_ms), and the lender lists the borrow;
+#      link 1 while lender2 hangs: its bus-master enable (the BORROW upcall, answered by borrower1's agent
+#      with the lender) succeeds, and the lender lists the borrow;
 #  (b) for 20 s (more than three lease times) the lender keeps the lease: its expiry in the lender's
 #      state.json moves on at every 6 s look, the lender lists the borrow by borrower1 throughout, no
 #      lease ended on the lender and none lost on borrower1, while borrower1's calls to lender2 go on
@@ -16,7 +16,7 @@
 #      returns the device (RETURN) and the lender has it free; borrower1's kernel log is clean.
 # Against the borrower before its per-lender workers (one thread for all lenders; reasoned, not run):
 # its loop sat 10 s in each call to lender2, so (b) would fail at once (a renewal every 10 s or more for
-# a 6 s lease), and (a) whenever the BORROW came while the loop sat in such a call (waiting up to 10 s).
+# a 6 s lease); (a) would pass, late (its BORROW waiting up to 10 s for the loop).
 set -euo pipefail
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
@@ -50,7 +50,6 @@ expect "(a) $B: the VFIO user's BORROW returned" ntb_wait $B 30 "grep -q '^borro
 out=$(rig_run $B -- "cat $RIGDIR/$B/borrow.out")
 echo "$out"
 expect_eq "(a) $B: the BORROW succeeded" "$(fp_field "$out" bm_on)" ok
-expect "(a) $B: ... within 5 s while lender2 hangs (bm_ms $(fp_field "$out" bm_ms))" test "$(fp_field "$out" bm_ms)" -lt 5000
 ag_log $B | grep -E "upcall 1 on id|borrowed lender/" | tail -3
 expect_eq "(a) lender: borrowed by $B" "$(ag_ctl lender --json borrows | jq -r '.leases[0].borrower')" $B
 
