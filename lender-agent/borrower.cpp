@@ -190,7 +190,8 @@ bool Borrower::run(LenderPart &part, std::function<void()> job)
 
 void Borrower::tick()
 {
-	for (auto &[host, part] : lenders_) {
+	for (auto &entry : lenders_) { // not a structured binding: clang 14 cannot capture one
+		LenderPart &part = entry.second;
 		// One tick at most waits in a worker's queue: a lender that holds its worker up is not also
 		// sent a backlog of ticks.
 		if (part.tick_queued.exchange(true))
@@ -220,8 +221,10 @@ void Borrower::tick(LenderPart &part)
 
 void Borrower::refresh()
 {
-	for (auto &[host, part] : lenders_)
+	for (auto &entry : lenders_) {
+		LenderPart &part = entry.second;
 		run(part, [this, &part] { refresh(part); });
+	}
 }
 
 void Borrower::refresh(LenderPart &part)
