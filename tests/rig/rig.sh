@@ -478,8 +478,9 @@ _rig_mount_debroot() {
 	mount -t overlay overlay -o "ro,lowerdir=$pkg/upper:$base/upper:$FARPASS_ROOTFS" "$RIG_L1_ROOT_DIR" ||
 		rig_die "cannot mount the debroot layers at $RIG_L1_ROOT_DIR"
 }
+# Lazily if a QEMU just killed still holds it.
 _rig_umount_debroot() {
-	! mountpoint -q "$RIGDIR/l1-root" || umount "$RIGDIR/l1-root"
+	! mountpoint -q "$RIGDIR/l1-root" || umount "$RIGDIR/l1-root" 2>/dev/null || umount -l "$RIGDIR/l1-root"
 }
 
 # The lender's NTB ends listen (server=on): start borrowers once the sockets exist, so that their
