@@ -687,8 +687,9 @@ step_debroot() {
 	need_kernel
 	[ -e "$(debroot_base_path)/.done" ] || step_debbase
 	make_layer "$(debroot_path)" build_debroot
-	# Every tree has its own layer (86 MB) and debs: those of trees not set up for 2 days go.
-	touch "$(debroot_path)" "$(farpass_debs_dir)"
+	# Every tree has its own layer (86 MB) and debs: those of trees not set up for 2 days go, and base layers
+	# (debroot-base-*, which the pattern matches too) not used for 2 days, e.g. of an older recipe.
+	touch "$(debroot_path)" "$(debroot_base_path)" "$(farpass_debs_dir)"
 	find "$FARPASS_KDIR" -maxdepth 1 -name 'debroot-[0-9a-f]*' -mtime +2 -exec rm -rf {} +
 	find "$FARPASS_CACHE" -maxdepth 1 -name 'debs-*' -mtime +2 -exec rm -rf {} +
 	step "debroot: $(du -sh "$(debroot_path)" | cut -f1) $(debroot_path)"
