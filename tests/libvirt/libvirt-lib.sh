@@ -50,8 +50,11 @@ lv_expect_packaged() {
 farpass-dkms $LV_VERSION install ok installed"
 	expect_eq "$vm: their files as packaged (dpkg --verify lists none)" \
 		"$(rig_run "$vm" -- "dpkg --verify farpass farpass-dkms 2>&1")" ""
+	# dkms 3.0.10 reads the headers' vmlinux's .comment to spot clang; 6.12's is BTF only, so readelf warns.
 	expect_eq "$vm: DKMS installed farpass.ko for the running kernel" \
-		"$(rig_run "$vm" -- "dkms status -k \$(uname -r) farpass")" "farpass/$LV_VERSION, $KVER, x86_64: installed"
+		"$(rig_run "$vm" -- "dkms status -k \$(uname -r) farpass 2>&1 |
+grep -vx \"readelf: Warning: Section '.comment' was not dumped because it does not exist\"")" \
+		"farpass/$LV_VERSION, $KVER, x86_64: installed"
 	# shellcheck disable=SC2016 # expanded in the VM
 	expect_eq "$vm: the farpass.ko loaded is DKMS's (modprobe's file, its build id the loaded module's)" \
 		"$(rig_run "$vm" -- 'f=$(modinfo -n farpass)
