@@ -91,14 +91,14 @@ FARPASS_L2_INITRD=$FARPASS_CACHE/l2-initrd-$({ (cat "$FARPASS_TOP/vm-images/l2-i
 # The L1 root with the Debian packages installed (setup.sh debbase, debroot; rig_up --l1-root debroot): two
 # overlay layers over the rootfs, each LAYER/upper. The base (the L1 kernel's image and headers, dkms) is
 # keyed by the series' kernel (under FARPASS_KDIR), the rootfs and this checkout's recipe for it; the
-# packages' layer also by the tree `make deb` packs (farpass_tree_hash) and the NTB modules' symbols DKMS
+# packages' layer also by the tree `make deb` packs (FARPASS_TREE_HASH) and the NTB modules' symbols DKMS
 # builds farpass.ko against. A missing file hashes as absent, as in qemu_patch_hash.
-farpass_tree_hash() {
-	(cd "$FARPASS_TOP" && git ls-files -z --cached --others --exclude-standard | xargs -0 sha256sum 2>/dev/null) |
-		sha256sum | cut -c1-16
-}
+# The tree's hash is taken once, when a script sources this file: a file edited while a test or the set-up
+# runs must not make it keep the debs it is building, or look for its debroot, under another tree's hash.
+FARPASS_TREE_HASH=$( (cd "$FARPASS_TOP" && git ls-files -z --cached --others --exclude-standard 2>/dev/null |
+	xargs -0 -r sha256sum 2>/dev/null) | sha256sum | cut -c1-16)
 # Where the packages `make deb` built from this tree are kept (setup.sh debroot, tests/unit/test_deb.sh).
-farpass_debs_dir() { printf '%s/debs-%s\n' "$FARPASS_CACHE" "$(farpass_tree_hash)"; }
+farpass_debs_dir() { printf '%s/debs-%s\n' "$FARPASS_CACHE" "$FARPASS_TREE_HASH"; }
 # farpass_debs_keep DIR: the two debs in DIR (`make deb`'s output) kept as this tree's, unless some already are.
 farpass_debs_keep() {
 	local dir t
@@ -115,6 +115,6 @@ debroot_base_path() {
 		_debroot_recipe layer_run; } | sha256sum | cut -c1-12)"
 }
 debroot_path() {
-	printf '%s/debroot-%s\n' "$FARPASS_KDIR" "$({ debroot_base_path && farpass_tree_hash &&
+	printf '%s/debroot-%s\n' "$FARPASS_KDIR" "$({ debroot_base_path && echo "$FARPASS_TREE_HASH" &&
 		_debroot_recipe build_debroot && cat "$FARPASS_NTB_SYMVERS" 2>/dev/null; } | sha256sum | cut -c1-12)"
 }
