@@ -55,13 +55,17 @@ farpass-dkms $LV_VERSION install ok installed"
 		"$(rig_run "$vm" -- "dkms status -k \$(uname -r) farpass 2>&1 |
 grep -vx \"readelf: Warning: Section '.comment' was not dumped because it does not exist\"")" \
 		"farpass/$LV_VERSION, $KVER, x86_64: installed"
+	# DKMS compresses the module as the kernel's own are (6.12: CONFIG_MODULE_COMPRESS_XZ, farpass.ko.xz).
+	local ko=farpass.ko
+	! grep -qx CONFIG_MODULE_COMPRESS_XZ=y "$FARPASS_KHEADERS/.config" || ko+=.xz
 	# shellcheck disable=SC2016 # expanded in the VM
 	expect_eq "$vm: the farpass.ko loaded is DKMS's (modprobe's file, its build id the loaded module's)" \
 		"$(rig_run "$vm" -- 'f=$(modinfo -n farpass)
-file=$(readelf -n "$f" | sed -n "s/.*Build ID: //p")
+file=$(case $f in *.xz) xz -dc "$f" >/tmp/farpass.ko && readelf -n /tmp/farpass.ko ;; *) readelf -n "$f" ;; esac |
+	sed -n "s/.*Build ID: //p")
 loaded=$(od -An -tx1 -v -j16 /sys/module/farpass/notes/.note.gnu.build-id | tr -d " \n")
 [ -n "$file" ] && [ "$file" = "$loaded" ] && echo "$f: same build id" || echo "$f: build id $file, loaded $loaded"')" \
-		"/lib/modules/$KVER/updates/dkms/farpass.ko: same build id"
+		"/lib/modules/$KVER/updates/dkms/$ko: same build id"
 	expect_eq "$vm: the agent runs the package's binary" \
 		"$(rig_run "$vm" -- "readlink /proc/\$(cat $RIGDIR/$vm/agent.pid)/exe")" "$FP_AGENT"
 	expect_eq "$vm: farpassctl and farpass-agent on PATH are the package's; the hook directory has its hook only" \
