@@ -95,8 +95,9 @@ FARPASS_L2_INITRD=$FARPASS_CACHE/l2-initrd-$({ (cat "$FARPASS_TOP/vm-images/l2-i
 # builds farpass.ko against. A missing file hashes as absent, as in qemu_patch_hash.
 # The tree's hash is taken once, when a script sources this file: a file edited while a test or the set-up
 # runs must not make it keep the debs it is building, or look for its debroot, under another tree's hash.
-FARPASS_TREE_HASH=$( (cd "$FARPASS_TOP" && git ls-files -z --cached --others --exclude-standard 2>/dev/null |
-	xargs -0 -r sha256sum 2>/dev/null) | sha256sum | cut -c1-16)
+# Where there is no git yet (a fresh machine before setup.sh apt) this hash is of nothing, and unused.
+FARPASS_TREE_HASH=$( { (cd "$FARPASS_TOP" && git ls-files -z --cached --others --exclude-standard 2>/dev/null |
+	xargs -0 -r sha256sum 2>/dev/null) || true; } | sha256sum | cut -c1-16)
 # Where the packages `make deb` built from this tree are kept (setup.sh debroot, tests/unit/test_deb.sh).
 farpass_debs_dir() { printf '%s/debs-%s\n' "$FARPASS_CACHE" "$FARPASS_TREE_HASH"; }
 # farpass_debs_keep DIR: the two debs in DIR (`make deb`'s output) kept as this tree's, unless some already are.
