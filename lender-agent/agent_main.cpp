@@ -1,10 +1,12 @@
 // farpass-agent: the per-host daemon. The main thread's poll loop serves peer agents on TCP, farpassctl on
 // a Unix socket (root only; both through server.hpp, which bounds what clients hold, and whose worker
 // thread asks the peers for cluster.devices), lease expiry once a second and SIGTERM/SIGINT for a clean stop. The borrower
-// role (the kernel's upcalls, polling the lenders, heartbeats) runs in a thread of its own with its own
+// role (the kernel's upcalls, polling the lenders, heartbeats) runs in threads of its own with its own
 // peer sessions: its calls wait on other agents, and two agents each waiting in one loop for the other's
-// answer would stall both until the call timeout. State is persisted on every change, so stopping needs
-// no flush and a restart finds every device and lease again.
+// answer would stall both until the call timeout. Its loop only reads upcalls and keeps time; the calls
+// run on one worker per lender (borrower.hpp), so one lender that never answers delays no other's.
+// State is persisted on every change, so stopping needs no flush and a restart finds every device and
+// lease again.
 #include "borrower.hpp"
 #include "client.hpp"
 #include "config.hpp"
@@ -129,6 +131,7 @@ public:
 		for (const std::string &problem : fd_store_.problems())
 			log_line(LogLevel::warning, "descriptor store: " + problem);
 		borrower_.restore();
+		borrower_.start_workers();
 		for (const std::string &gone : lender_.restore())
 			log_line(LogLevel::warning, gone + " is no longer on this host; forgotten");
 		for (const auto &[address, device] : lender_.devices())
@@ -201,7 +204,9 @@ private:
 		return true;
 	}
 
-	// The borrower role's loop: upcalls as they come, lenders polled and leases renewed every tick.
+	// The borrower role's loop: upcalls as they come, lenders polled and leases renewed every tick, each
+	// queued on its lender's worker. Stopping it leaves the workers to ~Borrower, which waits for a call
+	// in flight (at most call_timeout_ms).
 	void run_borrower()
 	{
 		std::int64_t next_tick_ms = 0;
@@ -259,7 +264,7 @@ private:
 	NotifyFdStore fd_store_; // before anything that could start a process: it takes LISTEN_* out of the environment
 	FarpassKernelPort kernel_;
 	PeerSessions sessions_;		 // cluster.devices' (the server's worker thread): one session per peer, reused
-	PeerSessions borrower_sessions_; // the borrower thread's
+	PeerSessions borrower_sessions_; // the borrower's workers' (each calls its own lender)
 	StateStore store_;
 	StateStore borrower_store_;
 	Lender lender_;

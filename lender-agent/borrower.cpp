@@ -4,7 +4,6 @@
 #include "pci_address.hpp"
 
 #include <cerrno>
-#include <chrono>
 #include <limits>
 #include <set>
 #include <utility>
@@ -114,8 +113,22 @@ Borrower::Borrower(KernelPort &kernel, const Clock &clock, const StateStore &sto
 	: kernel_(kernel), clock_(clock), store_(store), peers_(std::move(peers)), call_peer_(std::move(call_peer)),
 	  log_(std::move(log)), poll_ms_(poll_ms)
 {
-	// Until the port is seen available, everything restored must be announced again (idempotently).
-	kernel_was_available_ = false;
+	for (const PeerAddress &peer : peers_)
+		part_of(peer.host).peer = &peer;
+}
+
+Borrower::~Borrower()
+{
+	stopping_ = true;
+	for (auto &[host, part] : lenders_)
+		part.worker.reset();
+}
+
+Borrower::LenderPart &Borrower::part_of(const std::string &host)
+{
+	LenderPart &part = lenders_[host];
+	part.host = host;
+	return part;
 }
 
 void Borrower::restore()
@@ -143,47 +156,94 @@ void Borrower::restore()
 							    decode_uint<std::int64_t>(saved["lease"].at("lease_ms"), "lease_ms",
 										      min_lease_ms, max_lease_ms),
 							    now, saved["lease"].value("releasing", false)};
-			devices_.emplace(key_of(d.lender_host, d.pci_address), std::move(entry));
+			saved_[d.lender_host].push_back(saved);
+			part_of(d.lender_host).devices.emplace(key_of(d.lender_host, d.pci_address), std::move(entry));
 		}
 	} catch (const std::exception &e) { // only decoding happens above: a field missing, mistyped or out of range
 		throw AgentError(ErrorCode::internal_error, std::string("malformed borrower state file: ") + e.what());
 	}
-	publish_view();
+	for (const auto &[host, part] : lenders_)
+		publish_view(part);
+}
+
+void Borrower::start_workers()
+{
+	for (auto &[host, part] : lenders_)
+		part.worker = std::make_unique<Worker>(max_queued);
+}
+
+bool Borrower::run(LenderPart &part, std::function<void()> job)
+{
+	auto guarded = [this, job = std::move(job)] {
+		try {
+			job();
+		} catch (const std::exception &e) {
+			log_(LogLevel::error, std::string("borrower: ") + e.what());
+		}
+	};
+	if (!part.worker) {
+		guarded();
+		return true;
+	}
+	return part.worker->post(std::move(guarded));
 }
 
 void Borrower::tick()
 {
-	const std::int64_t now = clock_.monotonic_ms();
-	if (now >= next_poll_ms_) {
-		next_poll_ms_ = now + poll_ms_;
-		refresh();
-	} else {
-		reconcile();
+	for (auto &entry : lenders_) { // not a structured binding: clang 14 cannot capture one
+		LenderPart &part = entry.second;
+		// One tick at most waits in a worker's queue: a lender that holds its worker up is not also
+		// sent a backlog of ticks.
+		if (part.tick_queued.exchange(true))
+			continue;
+		if (!run(part, [this, &part] {
+			    part.tick_queued = false;
+			    tick(part);
+		    }))
+			part.tick_queued = false;
 	}
-	check_borrows();
-	renew_due();
-	save_changes();
-	publish_view();
+}
+
+void Borrower::tick(LenderPart &part)
+{
+	const std::int64_t now = clock_.monotonic_ms();
+	if (now >= part.next_poll_ms) {
+		part.next_poll_ms = now + poll_ms_;
+		refresh(part);
+	} else {
+		reconcile(part);
+	}
+	check_borrows(part);
+	renew_due(part);
+	save_changes(part);
+	publish_view(part);
 }
 
 void Borrower::refresh()
 {
-	for (const PeerAddress &peer : peers_) {
-		if (peer.ntb.empty())
-			continue;
-		try {
-			refresh_peer(peer);
-		} catch (const std::exception &e) {
-			// Its devices stay announced: a lender that is briefly unreachable is not a withdrawal.
-			log_(LogLevel::warning, "borrower: cannot list " + peer.host + "'s devices: " + e.what());
-		}
+	for (auto &entry : lenders_) {
+		LenderPart &part = entry.second;
+		run(part, [this, &part] { refresh(part); });
 	}
-	reconcile();
 }
 
-void Borrower::refresh_peer(const PeerAddress &peer)
+void Borrower::refresh(LenderPart &part)
 {
-	const json reply = call_peer_(peer, "device.list", json::object(), std::numeric_limits<int>::max());
+	if (part.peer && !part.peer->ntb.empty()) {
+		try {
+			refresh_peer(part);
+		} catch (const std::exception &e) {
+			// Its devices stay announced: a lender that is briefly unreachable is not a withdrawal.
+			log_(LogLevel::warning, "borrower: cannot list " + part.host + "'s devices: " + e.what());
+		}
+	}
+	reconcile(part);
+}
+
+void Borrower::refresh_peer(LenderPart &part)
+{
+	const PeerAddress &peer = *part.peer;
+	const json reply = call_lender(part, "device.list", json::object());
 	std::set<std::string> listed;
 	bool changed = false;
 	for (const json &view : reply.at("devices")) {
@@ -194,11 +254,9 @@ void Borrower::refresh_peer(const PeerAddress &peer)
 		const std::string address = canonical_pci_address(view.at("pci").get<std::string>());
 		const std::string key = key_of(peer.host, address);
 		listed.insert(key);
-		auto id = ids_.find(key);
-		if (id == ids_.end())
-			id = ids_.emplace(key, allocate_id(peer.host, address)).first;
-		const RemoteDevice device = remote_device(view, peer, id->second);
-		if (const auto known = devices_.find(key); known != devices_.end()) {
+		const std::uint32_t id = id_of(peer.host, address);
+		const RemoteDevice device = remote_device(view, peer, id);
+		if (const auto known = part.devices.find(key); known != part.devices.end()) {
 			// Being withdrawn: announced again once that is done. Lent again with another view (slot,
 			// BARs, interrupt slot): the kernel's is stale, so withdrawn and announced again.
 			if (!known->second.withdrawing && !(known->second.device == device)) {
@@ -209,18 +267,18 @@ void Borrower::refresh_peer(const PeerAddress &peer)
 		}
 		AnnouncedDevice entry;
 		entry.device = device;
-		devices_.emplace(key, std::move(entry));
-		log_(LogLevel::info, "borrower: " + peer.host + " lends " + address + " (id " + std::to_string(id->second) + ")");
+		part.devices.emplace(key, std::move(entry));
+		log_(LogLevel::info, "borrower: " + peer.host + " lends " + address + " (id " + std::to_string(id) + ")");
 		changed = true;
 	}
-	for (auto &[key, entry] : devices_) {
-		if (entry.device.lender_host != peer.host || entry.withdrawing || listed.count(key))
+	for (auto &[key, entry] : part.devices) {
+		if (entry.withdrawing || listed.count(key))
 			continue;
 		withdraw(entry, "no longer lends " + entry.device.pci_address);
 		changed = true;
 	}
 	if (changed)
-		persist();
+		persist(part);
 }
 
 void Borrower::withdraw(AnnouncedDevice &entry, const std::string &why)
@@ -231,28 +289,28 @@ void Borrower::withdraw(AnnouncedDevice &entry, const std::string &why)
 	entry.lease.reset(); // the lender ended it when it unlent the device
 }
 
-void Borrower::reconcile()
+void Borrower::reconcile(LenderPart &part)
 {
-	if (devices_.empty())
+	if (part.devices.empty())
 		return;
 	if (!kernel_.available()) {
-		if (kernel_was_available_)
+		if (part.kernel_was_available)
 			log_(LogLevel::warning, "borrower: /dev/farpass unavailable: " + kernel_.unavailable_reason());
-		kernel_was_available_ = false;
+		part.kernel_was_available = false;
 		return;
 	}
-	if (!kernel_was_available_) {
+	if (!part.kernel_was_available) {
 		// A new file (agent or module restart): announce everything again; EEXIST means it survived.
-		for (auto &[key, entry] : devices_)
+		for (auto &[key, entry] : part.devices)
 			if (!entry.withdrawing)
 				entry.announced = false;
-		kernel_was_available_ = true;
+		part.kernel_was_available = true;
 	}
 	// Withdrawals first: a slot a withdrawn device leaves may be what a device announced below is
 	// lent at (the lender reuses slots).
 	bool changed = false;
 	for (const bool withdrawals : {true, false})
-		for (auto entry = devices_.begin(); entry != devices_.end();) {
+		for (auto entry = part.devices.begin(); entry != part.devices.end();) {
 			AnnouncedDevice &d = entry->second;
 			if (d.withdrawing != withdrawals) {
 				++entry;
@@ -262,7 +320,7 @@ void Borrower::reconcile()
 				if (d.withdrawing) {
 					if (d.announced)
 						withdraw_from_kernel(d);
-					entry = devices_.erase(entry);
+					entry = part.devices.erase(entry);
 					changed = true;
 					continue;
 				}
@@ -278,7 +336,7 @@ void Borrower::reconcile()
 			++entry;
 		}
 	if (changed)
-		persist();
+		persist(part);
 }
 
 std::string Borrower::describe(const AnnouncedDevice &d)
@@ -312,28 +370,28 @@ void Borrower::announce_to_kernel(AnnouncedDevice &d)
 	d.last_error.clear();
 }
 
-void Borrower::renew_due()
+void Borrower::renew_due(LenderPart &part)
 {
 	const std::int64_t now = clock_.monotonic_ms();
-	for (auto &[key, entry] : devices_) {
+	for (auto &[key, entry] : part.devices) {
 		if (!entry.lease || now < entry.lease->renew_at_ms)
 			continue;
 		if (entry.lease->releasing) {
 			try {
-				release(entry);
+				release(part, entry);
 			} catch (const AgentError &) { // logged; tried again later
 			}
 			continue;
 		}
 		try {
-			const json reply = call_lender(entry, "lease.renew",
+			const json reply = call_lender(part, "lease.renew",
 						       {{"pci", entry.device.pci_address}, {"lease", entry.lease->id}});
 			entry.lease->renew_at_ms = now + entry.lease->lease_ms / 3;
 		} catch (const AgentError &e) {
 			if (e.code() == ErrorCode::no_such_lease || e.code() == ErrorCode::no_such_device) {
 				log_(LogLevel::warning, "borrower: lease on " + key + " is lost: " + e.what() + "; " + revoke(entry));
 				entry.lease.reset();
-				persist();
+				persist(part);
 			} else {
 				log_(LogLevel::warning, "borrower: renewing the lease on " + key + ": " + e.what());
 				entry.lease->renew_at_ms = now + retry_ms;
@@ -356,11 +414,11 @@ std::string Borrower::revoke(const AnnouncedDevice &entry)
 	}
 }
 
-void Borrower::check_borrows()
+void Borrower::check_borrows(LenderPart &part)
 {
 	if (!kernel_.available())
 		return;
-	for (auto &[key, entry] : devices_) {
+	for (auto &[key, entry] : part.devices) {
 		if (!held(entry))
 			continue;
 		try {
@@ -371,7 +429,7 @@ void Borrower::check_borrows()
 			log_(LogLevel::warning, "borrower: " + key + " is leased but not borrowed here (" + e.what() +
 							"); releasing the lease");
 			try {
-				release(entry);
+				release(part, entry);
 			} catch (const AgentError &) { // logged; tried again later
 			}
 		}
@@ -382,41 +440,73 @@ void Borrower::serve_upcalls()
 {
 	try {
 		while (const auto upcall = kernel_.next_upcall()) {
-			const auto started = std::chrono::steady_clock::now();
-			const UpcallReply reply = handle(*upcall);
-			kernel_.complete(upcall->seq, reply);
-			save_changes();
-			// The first few upcalls and every slow one (time to answer, against the kernel's deadline).
-			const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-						  std::chrono::steady_clock::now() - started)
-						  .count();
-			if (++upcalls_served_ <= 5 || took >= 100)
-				log_(LogLevel::info, "borrower: upcall " + std::to_string(upcall->op) + " on id " +
-							     std::to_string(upcall->device_id) + " answered (" +
-							     std::to_string(reply.error) + ") in " + std::to_string(took) +
-							     " ms (#" + std::to_string(upcalls_served_) + ")");
+			// Its deadline runs from now, however long it waits for its lender's worker.
+			const std::int64_t received_ms = clock_.monotonic_ms();
+			LenderPart *part = lender_of(upcall->device_id);
+			if (!part) {
+				answer(nullptr, *upcall, received_ms);
+				continue;
+			}
+			if (!run(*part, [this, part, request = *upcall, received_ms] { answer(part, request, received_ms); })) {
+				// Its lender has held its worker up for a long while: EAGAIN (unlike ETIMEDOUT, the
+				// kernel does not take the agent for dead), now rather than after the deadline.
+				log_(LogLevel::warning, "borrower: upcall " + std::to_string(upcall->op) + " on id " +
+								std::to_string(upcall->device_id) + ": " +
+								std::to_string(max_queued) + " upcalls already wait for " +
+								part->host);
+				UpcallReply busy;
+				busy.error = -EAGAIN;
+				kernel_.complete(upcall->seq, busy);
+			}
 		}
 	} catch (const AgentError &e) {
 		log_(LogLevel::warning, std::string("borrower: upcall: ") + e.what());
 	}
-	publish_view();
 }
 
-UpcallReply Borrower::handle(const Upcall &upcall)
+void Borrower::answer(LenderPart *part, const Upcall &upcall, std::int64_t received_ms)
+{
+	UpcallReply reply;
+	reply.error = -ENODEV;
+	if (part)
+		reply = handle(*part, upcall, received_ms);
+	bool answered = true;
+	try {
+		kernel_.complete(upcall.seq, reply);
+	} catch (const AgentError &e) {
+		log_(LogLevel::warning, std::string("borrower: upcall: ") + e.what());
+		answered = false;
+	}
+	// The first few upcalls and every slow one (time from its receipt to its answer, against the
+	// kernel's deadline) are logged.
+	const std::int64_t took = clock_.monotonic_ms() - received_ms;
+	if (part) {
+		save_changes(*part);
+		publish_view(*part);
+	}
+	if (!answered)
+		return;
+	if (const std::uint64_t served = ++upcalls_served_; served <= 5 || took >= 100)
+		log_(LogLevel::info, "borrower: upcall " + std::to_string(upcall.op) + " on id " +
+					     std::to_string(upcall.device_id) + " answered (" + std::to_string(reply.error) +
+					     ") in " + std::to_string(took) + " ms (#" + std::to_string(served) + ")");
+}
+
+UpcallReply Borrower::handle(LenderPart &part, const Upcall &upcall, std::int64_t received_ms)
 {
 	// Every call to the lender gets only what is left of the kernel's deadline, less a quarter (at most
 	// 500 ms) kept for the agent's own work before the answer (logging, on a loaded host).
 	const std::int64_t reserve_ms = std::min<std::int64_t>(upcall.timeout_ms / 4, 500);
-	deadline_ms_ = clock_.monotonic_ms() + upcall.timeout_ms - reserve_ms;
-	const UpcallReply reply = serve(upcall);
-	deadline_ms_.reset();
+	part.deadline_ms = received_ms + upcall.timeout_ms - reserve_ms;
+	const UpcallReply reply = serve(part, upcall);
+	part.deadline_ms.reset();
 	return reply;
 }
 
-UpcallReply Borrower::serve(const Upcall &upcall)
+UpcallReply Borrower::serve(LenderPart &part, const Upcall &upcall)
 {
 	UpcallReply reply;
-	AnnouncedDevice *device = by_id(upcall.device_id);
+	AnnouncedDevice *device = by_id(part, upcall.device_id);
 	if (!device || device->withdrawing) {
 		reply.error = -ENODEV;
 		return reply;
@@ -430,7 +520,7 @@ UpcallReply Borrower::serve(const Upcall &upcall)
 		};
 		switch (static_cast<UpcallOp>(upcall.op)) {
 		case UpcallOp::borrow:
-			borrow(*device);
+			borrow(part, *device);
 			break;
 		case UpcallOp::give_back:
 			// 0 only once the lender confirmed. Until then EINPROGRESS (the release goes on in the
@@ -438,7 +528,7 @@ UpcallReply Borrower::serve(const Upcall &upcall)
 			// map it, and, unlike for ETIMEDOUT, does not take the instance for dead.
 			if (device->lease) {
 				try {
-					release(*device);
+					release(part, *device);
 				} catch (const AgentError &) { // logged
 					reply.error = -EINPROGRESS;
 				}
@@ -449,19 +539,19 @@ UpcallReply Borrower::serve(const Upcall &upcall)
 			json params = {{"pci", pci}, {"offset", upcall.args[0]}, {"width", upcall.args[1]}};
 			if (const BorrowedLease *lease = held(*device))
 				params["lease"] = lease->id;
-			reply.data[0] = decode_uint<std::uint32_t>(call_lender(*device, "device.read_config", params).at("value"), "value");
+			reply.data[0] = decode_uint<std::uint32_t>(call_lender(part, "device.read_config", params).at("value"), "value");
 			break;
 		}
 		case UpcallOp::config_write:
-			call_lender(*device, "device.write_config",
+			call_lender(part, "device.write_config",
 				    {{"pci", pci}, {"lease", lease_id()}, {"offset", upcall.args[0]},
 				     {"width", upcall.args[1]}, {"value", upcall.args[2]}});
 			break;
 		case UpcallOp::reset:
-			call_lender(*device, "device.reset", {{"pci", pci}, {"lease", lease_id()}});
+			call_lender(part, "device.reset", {{"pci", pci}, {"lease", lease_id()}});
 			break;
 		case UpcallOp::set_irqs:
-			call_lender(*device, "irq.set",
+			call_lender(part, "irq.set",
 				    {{"pci", pci}, {"lease", lease_id()}, {"index", upcall.args[1]}, {"count", upcall.args[2]}});
 			break;
 		default:
@@ -479,23 +569,23 @@ UpcallReply Borrower::serve(const Upcall &upcall)
 	return reply;
 }
 
-void Borrower::borrow(AnnouncedDevice &device)
+void Borrower::borrow(LenderPart &part, AnnouncedDevice &device)
 {
 	const std::string &pci = device.device.pci_address;
 	if (device.lease && device.lease->releasing)
-		release(device); // the lender must have ended the old lease before a new one maps anything
-	const json result = call_lender(device, "lease.acquire", {{"pci", pci}});
+		release(part, device); // the lender must have ended the old lease before a new one maps anything
+	const json result = call_lender(part, "lease.acquire", {{"pci", pci}});
 	const auto lease_ms = decode_uint<std::int64_t>(result.at("lease_ms"), "lease_ms", min_lease_ms, max_lease_ms);
 	device.lease = BorrowedLease{result.at("lease"), lease_ms, clock_.monotonic_ms() + lease_ms / 3};
-	persist();
+	persist(part);
 	try {
-		const std::string done = map_dma(device, result.value("data_path", false));
-		if (clock_.monotonic_ms() >= *deadline_ms_) // the kernel has failed the borrow meanwhile
+		const std::string done = map_dma(part, device, result.value("data_path", false));
+		if (clock_.monotonic_ms() >= *part.deadline_ms) // the kernel has failed the borrow meanwhile
 			throw AgentError(ErrorCode::timed_out, ETIMEDOUT, "borrowed " + pci + " after the upcall's deadline");
 		log_(LogLevel::info, "borrower: borrowed " + key_of(device.device.lender_host, pci) + done);
 	} catch (const std::exception &) {
 		try { // the lender unmaps what was mapped when the lease ends
-			release(device);
+			release(part, device);
 		} catch (const AgentError &) { // logged; tried again in the background
 		}
 		throw;
@@ -504,7 +594,7 @@ void Borrower::borrow(AnnouncedDevice &device)
 
 // The guest's RAM, as this host's kernel laid it out in the link's DMA window, mapped by the lender at
 // IOVA = guest-physical address: all of it or no borrow. Returns what was done, for the log.
-std::string Borrower::map_dma(const AnnouncedDevice &device, bool data_path)
+std::string Borrower::map_dma(LenderPart &part, const AnnouncedDevice &device, bool data_path)
 {
 	if (!data_path)
 		return " without data path (the lender maps no BARs towards us)";
@@ -517,18 +607,18 @@ std::string Borrower::map_dma(const AnnouncedDevice &device, bool data_path)
 		return std::string(" without DMA window: ") + e.what();
 	}
 	for (const DmaSlot &slot : slots)
-		call_lender(device, "dma.map",
+		call_lender(part, "dma.map",
 			    {{"pci", device.device.pci_address}, {"lease", device.lease->id}, {"iova", slot.gpa},
 			     {"size", slot.size}, {"window_offset", slot.offset}});
 	return " (" + std::to_string(slots.size()) + " DMA slot(s) mapped)";
 }
 
-void Borrower::release(AnnouncedDevice &device)
+void Borrower::release(LenderPart &part, AnnouncedDevice &device)
 {
 	BorrowedLease &lease = *device.lease;
 	const std::string key = key_of(device.device.lender_host, device.device.pci_address);
 	try {
-		call_lender(device, "lease.release", {{"pci", device.device.pci_address}, {"lease", lease.id}});
+		call_lender(part, "lease.release", {{"pci", device.device.pci_address}, {"lease", lease.id}});
 	} catch (const AgentError &e) {
 		// Unknown there (expired, or the device unlent with it): over all the same.
 		if (e.code() != ErrorCode::no_such_lease && e.code() != ErrorCode::no_such_device) {
@@ -536,14 +626,14 @@ void Borrower::release(AnnouncedDevice &device)
 			lease.release_backoff_ms = first ? retry_ms : std::min(lease.release_backoff_ms * 2, max_release_retry_ms);
 			lease.renew_at_ms = clock_.monotonic_ms() + lease.release_backoff_ms;
 			lease.releasing = true;
-			unsaved_ |= first;
+			part.unsaved |= first;
 			log_(LogLevel::warning, "borrower: releasing the lease on " + key + ": " + e.what() + "; trying again in " +
 							std::to_string(lease.release_backoff_ms) + " ms");
 			throw;
 		}
 	}
 	device.lease.reset();
-	unsaved_ = true;
+	part.unsaved = true;
 	log_(LogLevel::info, "borrower: gave back " + key);
 }
 
@@ -555,13 +645,16 @@ const BorrowedLease *Borrower::held(const AnnouncedDevice &device)
 json Borrower::view() const
 {
 	const std::lock_guard<std::mutex> guard(view_lock_);
-	return view_;
+	json devices = json::array();
+	for (const auto &[host, part] : views_)
+		devices.insert(devices.end(), part.begin(), part.end());
+	return devices;
 }
 
-void Borrower::publish_view()
+void Borrower::publish_view(const LenderPart &part)
 {
 	json devices = json::array();
-	for (const auto &[key, entry] : devices_)
+	for (const auto &[key, entry] : part.devices)
 		devices.push_back({{"lender", entry.device.lender_host},
 				   {"pci", entry.device.pci_address},
 				   {"id", entry.device.id},
@@ -570,65 +663,102 @@ void Borrower::publish_view()
 				   {"announced", entry.announced && !entry.withdrawing},
 				   {"borrowed", held(entry) != nullptr}});
 	const std::lock_guard<std::mutex> guard(view_lock_);
-	view_ = std::move(devices);
+	views_[part.host] = std::move(devices);
 }
 
-AnnouncedDevice *Borrower::by_id(std::uint32_t id)
+std::map<std::string, AnnouncedDevice> Borrower::devices() const
 {
-	for (auto &[key, entry] : devices_)
+	std::map<std::string, AnnouncedDevice> devices;
+	for (const auto &[host, part] : lenders_)
+		devices.insert(part.devices.begin(), part.devices.end());
+	return devices;
+}
+
+AnnouncedDevice *Borrower::by_id(LenderPart &part, std::uint32_t id)
+{
+	for (auto &[key, entry] : part.devices)
 		if (entry.device.id == id)
 			return &entry;
 	return nullptr;
 }
 
-const PeerAddress &Borrower::lender_of(const AnnouncedDevice &device) const
+// The part of the lender whose device has this id (the id map's key names it), if any.
+Borrower::LenderPart *Borrower::lender_of(std::uint32_t id)
 {
-	for (const PeerAddress &peer : peers_)
-		if (peer.host == device.device.lender_host)
-			return peer;
-	throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH,
-			 device.device.lender_host + " is not a configured peer");
+	std::string host;
+	{
+		const std::lock_guard<std::mutex> guard(ids_lock_);
+		for (const auto &[key, given] : ids_)
+			if (given == id)
+				host = key.substr(0, key.rfind('/'));
+	}
+	const auto part = lenders_.find(host);
+	return part == lenders_.end() ? nullptr : &part->second;
 }
 
-json Borrower::call_lender(const AnnouncedDevice &device, std::string_view method, json params)
+// Every call of the borrower to a lender: outside upcalls bounded by the sessions' call_timeout_ms, in
+// one by what is left of its deadline. None once stopping: a worker's job then ends at its next call.
+json Borrower::call_lender(LenderPart &part, std::string_view method, const json &params)
 {
-	int timeout_ms = std::numeric_limits<int>::max(); // outside upcalls: the sessions' call_timeout_ms
-	if (deadline_ms_) {
-		const std::int64_t left = *deadline_ms_ - clock_.monotonic_ms();
+	if (stopping_)
+		throw AgentError(ErrorCode::peer_unreachable, ECANCELED, std::string(method) + " on " + part.host + ": stopping");
+	if (!part.peer)
+		throw AgentError(ErrorCode::peer_unreachable, EHOSTUNREACH, part.host + " is not a configured peer");
+	int timeout_ms = std::numeric_limits<int>::max();
+	if (part.deadline_ms) {
+		const std::int64_t left = *part.deadline_ms - clock_.monotonic_ms();
 		if (left <= 0)
 			throw AgentError(ErrorCode::timed_out, ETIMEDOUT,
-					 std::string(method) + " on " + device.device.lender_host + ": the upcall's time is up");
+					 std::string(method) + " on " + part.host + ": the upcall's time is up");
 		timeout_ms = static_cast<int>(std::min<std::int64_t>(left, timeout_ms));
 	}
-	return call_peer_(lender_of(device), method, params, timeout_ms);
+	return call_peer_(*part.peer, method, params, timeout_ms);
 }
 
-std::uint32_t Borrower::allocate_id(const std::string &lender_host, const std::string &pci_address) const
+// The id of (lender, PCI address): the one given before, or the stable one, or on a collision with
+// another device of this host the next free one.
+std::uint32_t Borrower::id_of(const std::string &lender_host, const std::string &pci_address)
 {
+	const std::lock_guard<std::mutex> guard(ids_lock_);
+	const std::string key = key_of(lender_host, pci_address);
+	if (const auto given = ids_.find(key); given != ids_.end())
+		return given->second;
 	std::set<std::uint32_t> used;
-	for (const auto &[key, id] : ids_)
+	for (const auto &[other, id] : ids_)
 		used.insert(id);
 	std::uint32_t id = stable_device_id(lender_host, pci_address);
 	while (used.count(id))
 		id = (id + 1) & 0x7fffffffu;
-	return id;
+	return ids_[key] = id;
 }
 
 // A release's outcome is saved after the upcall is answered (writing the state file can take longer
 // than the kernel's deadline leaves): an agent that dies in between finds the lease again at its start,
 // and the lender (or the kernel, check_borrows()) tells it the lease is over.
-void Borrower::save_changes()
+void Borrower::save_changes(LenderPart &part)
 {
-	if (std::exchange(unsaved_, false))
-		persist();
+	if (std::exchange(part.unsaved, false))
+		persist(part);
 }
 
-void Borrower::persist() const
+// borrower.json holds every lender's devices: this lender's as they are now, the others' as they last
+// persisted them.
+void Borrower::persist(const LenderPart &part)
 {
+	json mine = json::array();
+	for (const auto &[key, entry] : part.devices)
+		mine.push_back(device_json(entry));
+	const std::lock_guard<std::mutex> guard(save_lock_);
+	saved_[part.host] = std::move(mine);
 	json devices = json::array();
-	for (const auto &[key, entry] : devices_)
-		devices.push_back(device_json(entry));
-	store_.save({{"version", state_version}, {"ids", ids_}, {"devices", devices}});
+	for (const auto &[host, saved] : saved_)
+		devices.insert(devices.end(), saved.begin(), saved.end());
+	std::map<std::string, std::uint32_t> ids;
+	{
+		const std::lock_guard<std::mutex> ids_guard(ids_lock_);
+		ids = ids_;
+	}
+	store_.save({{"version", state_version}, {"ids", ids}, {"devices", devices}});
 }
 
 } // namespace farpass::agent

@@ -24,6 +24,14 @@
 //   so at once after a restart.
 // - Devices are announced with the lender's BAR window offsets and irq slot (device.list); a device
 //   lent again with another view is withdrawn and announced again with the new one.
+// - One lender's trouble is its own: everything that calls a lender (polling it, renewing and releasing
+//   its leases, the upcalls for its devices) runs on that lender's worker thread, once start_workers()
+//   started them, so a lender that is dead or never answers delays no other lender's upcalls or renewals.
+//
+// Threads, once the workers run: serve_upcalls() and tick() are called by one thread (the daemon's
+// borrower loop), which reads the kernel's upcalls and queues each on the worker of its device's lender;
+// each LenderPart is touched by its worker only. What the workers share is behind ids_lock_ (ids_),
+// save_lock_ (saved_ and writing borrower.json) and view_lock_ (views_); the KernelPort locks itself.
 #pragma once
 
 #include "clock.hpp"
@@ -32,9 +40,13 @@
 #include "methods.hpp"
 #include "state_store.hpp"
 
+#include "worker.hpp"
+
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -57,7 +69,8 @@ struct BorrowedLease {
 };
 
 // Calls a method on a lender within timeout_ms (the peer sessions bound it by call_timeout_ms too);
-// throws AgentError like PeerCaller.
+// throws AgentError like PeerCaller. Called by every lender's worker at once, each for its own lender
+// (PeerSessions is safe so).
 using LenderCaller = std::function<nlohmann::json(const PeerAddress &peer, std::string_view method,
 						  const nlohmann::json &params, int timeout_ms)>;
 
@@ -73,63 +86,94 @@ class Borrower {
 public:
 	Borrower(KernelPort &kernel, const Clock &clock, const StateStore &store, std::vector<PeerAddress> peers,
 		 LenderCaller call_peer, LogSink log, std::int64_t poll_ms);
+	// Stops the workers first (their jobs use everything else): each ends the job it runs at its next
+	// call to a lender, so stopping waits for one call at most (call_timeout_ms).
+	~Borrower();
 
 	// Reads borrower.json (ids, announced devices, held leases). Throws on a corrupt file.
 	void restore();
+	// From now on each lender's work runs on a worker of its own (the daemon, after restore()); until
+	// then, and in unit tests that never call it, on the caller's thread, done when the call returns.
+	void start_workers();
 	// Called every tick of the daemon: refreshes the lenders' lists when due and renews due leases.
 	void tick();
 	// Asks every lender now.
 	void refresh();
-	// Serves every queued upcall.
+	// Takes every queued upcall and serves it (on its lender's worker, once they run).
 	void serve_upcalls();
-	// Answers one upcall within its timeout_ms.
-	UpcallReply handle(const Upcall &upcall);
 
-	const std::map<std::string, AnnouncedDevice> &devices() const { return devices_; } // key "lender/pci"
-	// The devices as cluster.status shows them. Safe from any thread: the daemon runs the borrower role
-	// in a thread of its own, and this is the copy published at the end of restore(), tick() and
-	// serve_upcalls(), its only entry points.
+	// key "lender/pci". A copy of every lender's devices, for tests: only while no worker runs.
+	std::map<std::string, AnnouncedDevice> devices() const;
+	// The devices as cluster.status shows them. Safe from any thread: the copy each lender's part
+	// published at the end of restore() and of each of its jobs.
 	nlohmann::json view() const;
 
+	// Upcalls queued on one lender's worker beyond this are answered EAGAIN at once.
+	static constexpr std::size_t max_queued = 64;
+
 private:
-	UpcallReply serve(const Upcall &upcall);
-	void refresh_peer(const PeerAddress &peer);
+	// One lender (a configured peer, or one only borrower.json still names) and its devices.
+	struct LenderPart {
+		std::string host;
+		const PeerAddress *peer = nullptr; // nullptr: no longer configured (calls to it fail)
+		std::map<std::string, AnnouncedDevice> devices; // key "lender/pci"
+		std::int64_t next_poll_ms = 0;
+		// Until the port is seen available, everything restored must be announced again (idempotently).
+		bool kernel_was_available = false;
+		std::optional<std::int64_t> deadline_ms; // while serving an upcall: when its time is up
+		bool unsaved = false;			 // a release changed the state: saved by save_changes()
+		std::atomic<bool> tick_queued = false;	 // a tick waits in the worker's queue: tick() adds none
+		std::unique_ptr<Worker> worker;		 // none until start_workers()
+	};
+
+	LenderPart &part_of(const std::string &host);
+	// Runs job for part: on its worker if it has one (false when its queue is full), else here. A job's
+	// failure is logged.
+	bool run(LenderPart &part, std::function<void()> job);
+	void tick(LenderPart &part);
+	void refresh(LenderPart &part);
+	void refresh_peer(LenderPart &part);
 	void withdraw(AnnouncedDevice &entry, const std::string &why);
 	static std::string describe(const AnnouncedDevice &d);
 	void withdraw_from_kernel(const AnnouncedDevice &d);
 	void announce_to_kernel(AnnouncedDevice &d);
-	void reconcile();
-	void renew_due();
+	void reconcile(LenderPart &part);
+	void renew_due(LenderPart &part);
 	std::string revoke(const AnnouncedDevice &entry);
-	void check_borrows();
-	void borrow(AnnouncedDevice &device);
-	std::string map_dma(const AnnouncedDevice &device, bool data_path);
-	void release(AnnouncedDevice &device);
+	void check_borrows(LenderPart &part);
+	// Answers one upcall received at received_ms (nullptr part: of no known lender) within its timeout_ms.
+	void answer(LenderPart *part, const Upcall &upcall, std::int64_t received_ms);
+	UpcallReply handle(LenderPart &part, const Upcall &upcall, std::int64_t received_ms);
+	UpcallReply serve(LenderPart &part, const Upcall &upcall);
+	void borrow(LenderPart &part, AnnouncedDevice &device);
+	std::string map_dma(LenderPart &part, const AnnouncedDevice &device, bool data_path);
+	void release(LenderPart &part, AnnouncedDevice &device);
 	static const BorrowedLease *held(const AnnouncedDevice &device);
-	AnnouncedDevice *by_id(std::uint32_t id);
-	const PeerAddress &lender_of(const AnnouncedDevice &device) const;
-	nlohmann::json call_lender(const AnnouncedDevice &device, std::string_view method, nlohmann::json params);
-	std::uint32_t allocate_id(const std::string &lender_host, const std::string &pci_address) const;
-	void save_changes();
-	void persist() const;
-	void publish_view();
+	static AnnouncedDevice *by_id(LenderPart &part, std::uint32_t id);
+	LenderPart *lender_of(std::uint32_t id);
+	nlohmann::json call_lender(LenderPart &part, std::string_view method, const nlohmann::json &params);
+	std::uint32_t id_of(const std::string &lender_host, const std::string &pci_address);
+	void save_changes(LenderPart &part);
+	void persist(const LenderPart &part);
+	void publish_view(const LenderPart &part);
 
 	KernelPort &kernel_;
 	const Clock &clock_;
 	const StateStore &store_;
-	std::vector<PeerAddress> peers_;
+	const std::vector<PeerAddress> peers_;
 	LenderCaller call_peer_;
 	LogSink log_;
 	std::int64_t poll_ms_;
-	std::int64_t next_poll_ms_ = 0;
-	bool kernel_was_available_ = true;
-	std::uint64_t upcalls_served_ = 0;
-	std::optional<std::int64_t> deadline_ms_; // while serving an upcall: when its time is up
-	bool unsaved_ = false;			  // a release changed the state: saved by save_changes()
-	std::map<std::string, AnnouncedDevice> devices_;
+	std::atomic<std::uint64_t> upcalls_served_ = 0;
+	std::atomic<bool> stopping_ = false; // ~Borrower: no more calls to lenders
+	std::map<std::string, LenderPart> lenders_; // by host; its keys fixed once restore() is done
+
+	std::mutex ids_lock_;			    // protects ids_
 	std::map<std::string, std::uint32_t> ids_; // every id ever given on this host, kept stable
-	mutable std::mutex view_lock_;		    // protects view_
-	nlohmann::json view_ = nlohmann::json::array();
+	std::mutex save_lock_;			    // protects saved_ and the writing of borrower.json (taken before ids_lock_)
+	std::map<std::string, nlohmann::json> saved_; // each lender's devices as last persisted, by host
+	mutable std::mutex view_lock_;		      // protects views_
+	std::map<std::string, nlohmann::json> views_; // each lender's devices as view() shows them, by host
 };
 
 } // namespace farpass::agent

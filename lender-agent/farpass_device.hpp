@@ -106,7 +106,7 @@ private:
 	void call(unsigned command, unsigned long request, void *argument, const std::string &what);
 
 	DeviceOpener opener_;
-	// The daemon's request loop (lender role) and its borrower thread share one port.
+	// The daemon's request loop (lender role) and its borrower threads (loop and workers) share one port.
 	mutable std::recursive_mutex lock_; // protects everything below
 	std::unique_ptr<DeviceFile> file_;
 	std::string reason_ = "not opened yet";

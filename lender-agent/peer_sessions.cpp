@@ -84,7 +84,9 @@ json PeerSessions::call(const PeerAddress &peer, std::string_view method, const 
 {
 	timeout_ms = std::clamp(timeout_ms, 0, call_timeout_ms_);
 	const auto deadline = steady::now() + std::chrono::milliseconds(timeout_ms);
-	Peer &state = peers_[peer.host];
+	const std::shared_ptr<Peer> held = state_of(peer.host);
+	Peer &state = *held;
+	const std::lock_guard<std::mutex> one_call(state.lock);
 	for (int attempt = 0;; attempt++) {
 		const bool reused = state.client != nullptr;
 		if (!reused)
@@ -110,15 +112,33 @@ json PeerSessions::call(const PeerAddress &peer, std::string_view method, const 
 	}
 }
 
+std::shared_ptr<PeerSessions::Peer> PeerSessions::state_of(const std::string &host)
+{
+	const std::lock_guard<std::mutex> guard(lock_);
+	std::shared_ptr<Peer> &state = peers_[host];
+	if (!state)
+		state = std::make_shared<Peer>();
+	return state;
+}
+
 void PeerSessions::close(const std::string &host)
 {
+	const std::lock_guard<std::mutex> guard(lock_);
 	peers_.erase(host);
 }
 
 bool PeerSessions::connected(const std::string &host) const
 {
-	const auto found = peers_.find(host);
-	return found != peers_.end() && found->second.client;
+	std::shared_ptr<Peer> state;
+	{
+		const std::lock_guard<std::mutex> guard(lock_);
+		const auto found = peers_.find(host);
+		if (found == peers_.end())
+			return false;
+		state = found->second;
+	}
+	const std::lock_guard<std::mutex> guard(state->lock);
+	return state->client != nullptr;
 }
 
 } // namespace farpass::agent

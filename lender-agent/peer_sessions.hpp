@@ -2,6 +2,8 @@
 // connected (TLS handshake included: the connector's job) on the first call, hello once, then request
 // after request. Every call is bounded by one deadline (connect, hello and the
 // exchange together), shorter than the kernel's upcall timeout, so an upcall is always answered by us.
+// Safe from several threads: calls to different peers run at once, calls to one peer one at a time
+// (each waits for the one before, on the one session).
 #pragma once
 
 #include "client.hpp"
@@ -14,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -48,6 +51,7 @@ public:
 
 private:
 	struct Peer {
+		std::mutex lock; // protects the rest; held for a whole call
 		std::unique_ptr<Transport> transport;
 		std::unique_ptr<RpcClient> client;
 		std::int64_t backoff_ms = 0;  // 0: the last connect succeeded (or none failed yet)
@@ -55,6 +59,8 @@ private:
 		std::string last_error;
 	};
 
+	// host's state, made on first use; a call holds it even if close() forgets it meanwhile.
+	std::shared_ptr<Peer> state_of(const std::string &host);
 	void open(const PeerAddress &peer, Peer &state, int timeout_ms);
 	void drop(const PeerAddress &peer, Peer &state, const std::string &why);
 
@@ -63,7 +69,8 @@ private:
 	std::string local_host_;
 	int call_timeout_ms_;
 	LogSink log_;
-	std::map<std::string, Peer> peers_; // by host
+	mutable std::mutex lock_; // protects peers_ (the map, not the Peers in it)
+	std::map<std::string, std::shared_ptr<Peer>> peers_; // by host
 };
 
 } // namespace farpass::agent

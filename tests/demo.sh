@@ -12,7 +12,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 export RIGDIR=${RIGDIR:-$top/rig-out/demo}
 cat <<EOF
 farpass demo: a PCIe device of one host used by a guest on another, over an (emulated) NTB.
-Everything runs nested under TCG, so steps take minutes (about 15 in all). Logs: $RIGDIR
+Everything runs nested under TCG, so steps take minutes (about 15 in all; the first time also the
+Debian packages for the hosts' root, as an operator installs them: make deb, 9.7 min here beside other work). Logs: $RIGDIR
 (<vm>/console.log, <vm>/agent.log, <vm>/libvirt-qemu/g-console.log: the guest's console).
 EOF
 exec bash "$top/tests/libvirt/test_domain_remote_nvme.sh"

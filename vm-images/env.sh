@@ -87,3 +87,35 @@ qemu_paths
 FARPASS_L2_INITRD=$FARPASS_CACHE/l2-initrd-$({ (cat "$FARPASS_TOP/vm-images/l2-init.sh" &&
 	sed -n '/^pack_l2_initrd() {/,/^}/p' "$FARPASS_TOP/vm-images/setup.sh") 2>/dev/null || true; } |
 	sha256sum | cut -c1-12).gz
+
+# The L1 root with the Debian packages installed (setup.sh debbase, debroot; rig_up --l1-root debroot): two
+# overlay layers over the rootfs, each LAYER/upper. The base (the L1 kernel's image and headers, dkms) is
+# keyed by the series' kernel (under FARPASS_KDIR), the rootfs and this checkout's recipe for it; the
+# packages' layer also by the tree `make deb` packs (FARPASS_TREE_HASH) and the NTB modules' symbols DKMS
+# builds farpass.ko against. A missing file hashes as absent, as in qemu_patch_hash.
+# The tree's hash is taken once, when a script sources this file: a file edited while a test or the set-up
+# runs must not make it keep the debs it is building, or look for its debroot, under another tree's hash.
+# Where there is no git yet (a fresh machine before setup.sh apt) this hash is of nothing, and unused.
+FARPASS_TREE_HASH=$( { (cd "$FARPASS_TOP" && git ls-files -z --cached --others --exclude-standard 2>/dev/null |
+	xargs -0 -r sha256sum 2>/dev/null) || true; } | sha256sum | cut -c1-16)
+# Where the packages `make deb` built from this tree are kept (setup.sh debroot, tests/unit/test_deb.sh).
+farpass_debs_dir() { printf '%s/debs-%s\n' "$FARPASS_CACHE" "$FARPASS_TREE_HASH"; }
+# farpass_debs_keep DIR: the two debs in DIR (`make deb`'s output) kept as this tree's, unless some already are.
+farpass_debs_keep() {
+	local dir t
+	dir=$(farpass_debs_dir)
+	t=$dir.$$
+	[ ! -e "$dir/.done" ] || return 0
+	rm -rf "$t" && mkdir -p "$t" && cp "$1"/farpass_*.deb "$1"/farpass-dkms_*.deb "$t/" && touch "$t/.done" || return
+	[ -e "$dir/.done" ] || rm -rf "$dir"
+	mv -T "$t" "$dir" 2>/dev/null || rm -rf "$t"
+}
+_debroot_recipe() { sed -n "/^$1() {/,/^}/p" "$FARPASS_TOP/vm-images/setup.sh" 2>/dev/null || true; }
+debroot_base_path() {
+	printf '%s/debroot-base-%s\n' "$FARPASS_KDIR" "$({ echo "$FARPASS_ROOTFS" && _debroot_recipe build_debbase &&
+		_debroot_recipe layer_run; } | sha256sum | cut -c1-12)"
+}
+debroot_path() {
+	printf '%s/debroot-%s\n' "$FARPASS_KDIR" "$({ debroot_base_path && echo "$FARPASS_TREE_HASH" &&
+		_debroot_recipe build_debroot && cat "$FARPASS_NTB_SYMVERS" 2>/dev/null; } | sha256sum | cut -c1-12)"
+}

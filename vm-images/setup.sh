@@ -3,9 +3,11 @@
 #
 #   [FARPASS_KERNEL=6.1|6.12] vm-images/setup.sh [step|group ...]        (default: all)
 #
-# Steps:  apt kernel modules l1initrd qemu l2 rootfs
+# Steps:  apt kernel modules l1initrd qemu l2 rootfs debbase debroot
 # Groups: rig = apt kernel modules l1initrd qemu   (what check-rig needs; fast once cached)
-#         all = rig l2 rootfs                       (adds the L2 guest kernel/initrd and the L1 libvirt root)
+#         all = rig l2 rootfs debbase               (adds the L2 guest kernel/initrd, the L1 libvirt root and
+#                                                    its layer for the Debian packages; debroot, this
+#                                                    checkout's packages installed, is made by the libvirt suite)
 #
 # Everything is cached under $FARPASS_CACHE, keyed by the Debian kernel version (kernel-$KDEB_VERSION/) or by
 # a hash of the inputs (stamp files), so a second run only checks. Resolved versions and paths are written
@@ -587,6 +589,112 @@ step_rootfs() {
 	step "rootfs: $(du -sh "$FARPASS_ROOTFS" | cut -f1) $FARPASS_ROOTFS"
 }
 
+# ---------------------------------------------------------------------------------- debbase, debroot
+
+# The L1 libvirt root as an operator's host is after `apt install ./farpass*.deb` (docs/install.md), for the
+# libvirt suite (rig_up --l1-root debroot): two overlay layers over the rootfs (paths from env.sh).
+#   debbase  the L1 kernel's linux-image (the very deb the kernel step took the L1's vmlinux from), its
+#            linux-headers and dkms, with their toolchain, from the archive. Keyed by the kernel: made
+#            once per kernel version.
+#   debroot  apt-get install of this checkout's farpass and farpass-dkms debs (farpass_debs_dir: those
+#            tests/unit/test_deb.sh built from the same tree, or `make deb` here); farpass-dkms's postinst
+#            has DKMS build and install farpass.ko for the L1 kernel. Per checkout; the libvirt suite makes
+#            it when missing. The chroot runs on L0, on L0's CPU: in an L1, DKMS's build would run under TCG.
+
+# layer_run LOWERS LAYER SCRIPT: SCRIPT (bash) as root in a chroot of the overlay of LAYER/upper over LOWERS
+# (colon-separated, topmost first), with /proc, /dev and the NTB modules' build directory (read-only, at its
+# L0 path: FARPASS_NTB_SYMVERS for DKMS, as docs/install.md says for out-of-tree NTB modules). No redirect
+# or metacopy entries, which a read-only overlay of the layers would need to be told to follow.
+layer_run() {
+	local lowers=$1 layer=$2 m=$2/merged ntb=${FARPASS_NTB_SYMVERS%/*} rc=0
+	mkdir -p "$layer/upper" "$layer/work" "$m"
+	mount -t overlay overlay -o "lowerdir=$lowers,upperdir=$layer/upper,workdir=$layer/work,redirect_dir=off,metacopy=off,index=off" "$m"
+	mount -t proc proc "$m/proc"
+	mount --rbind --make-rslave /dev "$m/dev"
+	mkdir -p "$m$ntb"
+	mount --bind -o ro "$ntb" "$m$ntb"
+	nice chroot "$m" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive \
+		FARPASS_NTB_SYMVERS="$FARPASS_NTB_SYMVERS" bash -ec "$3" || rc=$?
+	umount "$m$ntb" "$m/proc"
+	umount -R "$m/dev"
+	umount "$m"
+	# The mount point's directories are not part of the root.
+	(cd "$layer/upper" && rmdir -p --ignore-fail-on-non-empty "${ntb#/}")
+	rm -rf "$layer/work" "$m"
+	return "$rc"
+}
+
+# make_layer DIR BUILD-FUNCTION: DIR made by BUILD-FUNCTION DIR.tmp unless done; one build at a time.
+make_layer() {
+	local dir=$1 lock
+	exec {lock}>"$dir.lock"
+	flock "$lock"
+	if [ ! -e "$dir/.done" ]; then
+		rm -rf "$dir.tmp"
+		"$2" "$dir.tmp"
+		touch "$dir.tmp/.done"
+		rm -rf "$dir"
+		mv "$dir.tmp" "$dir"
+	fi
+	exec {lock}>&-
+}
+
+build_debbase() {
+	local deb=linux-image-${KVER}_${KDEB_VERSION}_amd64.deb
+	install -d -m 1777 "$1/upper/tmp"
+	cp "$FARPASS_KDIR/debs/$deb" "$1/upper/tmp/"
+	# INITRD=No: no initramfs for the L1 kernel, which boots the rig's own (l1-init.sh). Without it linux-image's
+	# postinst made one and initramfs-tools' trigger made it again (37-42 MB): half of the step's time here.
+	# With none made, the trigger has none to update.
+	timed debbase-apt with_progress "$FARPASS_CACHE/logs/debbase-$KVER.log" layer_run "$FARPASS_ROOTFS" "$1" "
+apt-get -q update
+INITRD=No apt-get -q install -y --no-install-recommends /tmp/$deb linux-headers-$KVER=$KDEB_VERSION dkms
+rm /tmp/$deb
+apt-get clean"
+}
+
+step_debbase() {
+	need_kernel
+	[ -e "$FARPASS_ROOTFS/.done" ] || die "no L1 rootfs $FARPASS_ROOTFS (run: setup.sh rootfs)"
+	make_layer "$(debroot_base_path)" build_debbase
+	step "debbase: $(du -sh "$(debroot_base_path)" | cut -f1) $(debroot_base_path)"
+}
+
+# The debs of this tree: test_deb.sh's if it built them, else `make deb` (dpkg-buildpackage, lintian).
+farpass_debs() {
+	local b=$FARPASS_CACHE/make-deb.$$
+	[ ! -e "$(farpass_debs_dir)/.done" ] || return 0
+	rm -rf "$b"
+	timed make-deb with_progress "$FARPASS_CACHE/logs/make-deb.log" \
+		nice make -C "$FARPASS_TOP" --no-print-directory deb BUILD="$b"
+	farpass_debs_keep "$b/deb"
+	rm -rf "$b"
+}
+
+build_debroot() {
+	farpass_debs
+	install -d -m 1777 "$1/upper/tmp"
+	cp "$(farpass_debs_dir)"/*.deb "$1/upper/tmp/"
+	timed debroot-apt with_progress "$FARPASS_CACHE/logs/debroot-$KVER.log" layer_run \
+		"$(debroot_base_path)/upper:$FARPASS_ROOTFS" "$1" "
+# dkms's postinst may end well after a failed build: its status says.
+apt-get -q install -y --no-install-recommends /tmp/farpass_*.deb /tmp/farpass-dkms_*.deb && rm /tmp/farpass*.deb &&
+	dkms status -k $KVER farpass | grep -q ': installed\$' ||
+	{ dkms status; cat /var/lib/dkms/farpass/*/build/make.log; exit 1; }"
+}
+
+step_debroot() {
+	need_kernel
+	[ -e "$(debroot_base_path)/.done" ] || step_debbase
+	make_layer "$(debroot_path)" build_debroot
+	# Every tree has its own layer (86 MB) and debs: those of trees not set up for 2 days go, and base layers
+	# (debroot-base-*, which the pattern matches too) not used for 2 days, e.g. of an older recipe.
+	touch "$(debroot_path)" "$(debroot_base_path)" "$(farpass_debs_dir)"
+	find "$FARPASS_KDIR" -maxdepth 1 -name 'debroot-[0-9a-f]*' -mtime +2 -exec rm -rf {} +
+	find "$FARPASS_CACHE" -maxdepth 1 -name 'debs-*' -mtime +2 -exec rm -rf {} +
+	step "debroot: $(du -sh "$(debroot_path)" | cut -f1) $(debroot_path)"
+}
+
 # --------------------------------------------------------------------------------------------- main
 
 # A step whose artefacts both kernel series share, run as the default series (in a subshell: the selected
@@ -606,9 +714,9 @@ main() {
 	for s in "$@"; do
 		case $s in
 		rig) steps+=(apt kernel modules l1initrd qemu) ;;
-		all) steps+=(apt kernel modules l1initrd qemu l2 rootfs) ;;
-		apt | kernel | modules | l1initrd | qemu | l2 | rootfs) steps+=("$s") ;;
-		*) die "unknown step '$s' (steps: apt kernel modules l1initrd qemu l2 rootfs; groups: rig all)" ;;
+		all) steps+=(apt kernel modules l1initrd qemu l2 rootfs debbase) ;;
+		apt | kernel | modules | l1initrd | qemu | l2 | rootfs | debbase | debroot) steps+=("$s") ;;
+		*) die "unknown step '$s' (steps: apt kernel modules l1initrd qemu l2 rootfs debbase debroot; groups: rig all)" ;;
 		esac
 	done
 	mkdir -p "$FARPASS_CACHE/logs"

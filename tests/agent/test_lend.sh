@@ -31,7 +31,7 @@ export RIG_LINK_RELAY=1
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/agent-lib.sh"
-ag_check_built && fp_check_built
+ag_check_built && fp_check_built || exit
 
 rig_up --borrowers 1
 B=borrower1

@@ -20,7 +20,7 @@ set -euo pipefail
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/agent-lib.sh"
-ag_check_built && fp_check_built
+ag_check_built && fp_check_built || exit
 export AG_FDSTORE=1
 
 rig_up --borrowers 1

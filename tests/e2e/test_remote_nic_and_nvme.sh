@@ -37,7 +37,7 @@
 # Prints the L2 run's duration, the transfer's size and the allowed counters' growth.
 set -euo pipefail
 . "$(dirname "$0")/e2e-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e1e1

@@ -14,7 +14,7 @@
 #  (e) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 set -euo pipefail
 . "$(dirname "$0")/e2e-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 export AG_FDSTORE=1
 # 8 MiB of 4 KiB random writes (2048 requests, then verified): long enough under TCG for two restarts.
 E2E_REGIONS=(4096:$((16 << 20)):$((8 << 20)) 131072:$((64 << 20)):$((16 << 20)))

@@ -71,12 +71,14 @@ void hostile_lender(std::string_view input)
 	for (const auto &[id, device] : kernel.announced)
 		for (const UpcallOp op : {UpcallOp::borrow, UpcallOp::config_read}) {
 			Upcall upcall;
+			upcall.seq = kernel.upcalls.size() + 1;
 			upcall.op = static_cast<std::uint32_t>(op);
 			upcall.device_id = id;
 			upcall.timeout_ms = 2000;
 			upcall.args = {0, 4};
-			borrower.handle(upcall);
+			kernel.upcalls.push_back(upcall);
 		}
+	borrower.serve_upcalls();
 	clock.now += 10'000;
 	borrower.tick();
 }

@@ -26,10 +26,15 @@ fp_load() {
 	deps=$(modinfo -F depends "$FP_KO" | tr , '\n' | grep -vx ntb | paste -sd ' ')
 	rig_run "$1" -- "set -e
 modprobe -a vfio_iommu_type1 $deps
-mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
-cd $(rig_modules_dir)
-lsmod | grep -q '^ntb_hw_epf ' || { insmod ntb.ko; insmod ntb_hw_epf.ko; }
+$(fp_ntb_load)
 insmod $FP_KO"
+}
+
+# fp_ntb_load: the commands (for rig_run) that mount debugfs and load the NTB core and ntb_hw_epf, which
+# the rig builds out of tree (Debian's kernels have no CONFIG_NTB), unless loaded.
+fp_ntb_load() {
+	printf '%s\n' "mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug" \
+		"cd $(rig_modules_dir)" "lsmod | grep -q '^ntb_hw_epf ' || { insmod ntb.ko; insmod ntb_hw_epf.ko; }"
 }
 
 # fp_bind_vfio VM PCI: device PCI of VM bound to vfio-pci (driver_override, unbound from its driver first).

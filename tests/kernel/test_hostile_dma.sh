@@ -46,7 +46,7 @@ set -euo pipefail
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
 . "$(dirname "$0")/../agent/agent-lib.sh"
-ag_check_built && fp_check_built
+ag_check_built && fp_check_built || exit
 
 # The victim's NVMe: a null block device (reads zeroes), 64 MiB.
 VICTIM=0000:00:09.0

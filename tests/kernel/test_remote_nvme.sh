@@ -17,7 +17,7 @@ set -euo pipefail
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
 . "$(dirname "$0")/../agent/agent-lib.sh"
-ag_check_built && fp_check_built
+ag_check_built && fp_check_built || exit
 LEASE_MS=6000
 
 rig_up --borrowers 1

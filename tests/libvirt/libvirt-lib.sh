@@ -1,10 +1,15 @@
 # shellcheck shell=bash
 # Helpers for the check-libvirt rig tests (sourced after rig.sh, ntb-lib.sh, kernel-lib.sh and
-# agent-lib.sh): borrowers boot the L1 libvirt root (rig_up --l1-root rootfs), which has no systemd, so
-# lv_host_up does what a real host's install and units would: the hook and udev rule where `meson install`
-# puts them, udevd (the rule starts defined mdevs when a parent registers), farpass.ko, the agent; then
-# libvirtd.
+# agent-lib.sh): the L1s boot the libvirt root with this checkout's Debian packages installed (rig_up
+# --l1-root debroot; vm-images/setup.sh debroot: `apt-get install ./farpass*.deb`, DKMS's build of farpass.ko
+# for the L1 kernel) and run the installed files, not the build tree's: farpass-agent and farpassctl from
+# the package, the hook and udev rule where it put them, farpass.ko from DKMS (modprobe). The root has no
+# systemd, so lv_host_up starts what its units would: udevd (the rule starts defined mdevs when a parent
+# registers), farpass.ko, the agent; then libvirtd.
 #
+#   lv_check_setup                        the root with this checkout's packages (made if missing)
+#   lv_fp_load VM                         the NTB modules, then `modprobe farpass` (DKMS's module)
+#   lv_expect_packaged VM                 checks that VM runs the packaged files (below)
 #   lv_host_up VM AGENT-CONFIG-FRAGMENT   all of the above but libvirtd, in that order (also after rig_boot)
 #   lv_libvirtd_up VM [--guests]          libvirtd started (after the hook is installed), answering
 #   lv_virsh VM ARGS...                   virsh -c qemu:///system in VM (output and status)
@@ -14,9 +19,61 @@
 #   lv_guest_finish VM DOMAIN             wait until the guest has powered off, print its console
 #   lv_step / lv_note / lv_summary        the steps of a flow, timed, with where the data went; the table
 
-LV_HOOK=$FARPASS_TOP/libvirt-hooks/qemu.d/farpass
-LV_UDEV_RULE=$FARPASS_TOP/udev/61-farpass-mdevctl.rules
 LV_VIRSH="virsh -c qemu:///system"
+# The agent and farpassctl the L1s run (ag_start, ag_ctl): the package's.
+FP_AGENT=/usr/sbin/farpass-agent
+FP_CTL=/usr/bin/farpassctl
+LV_VERSION=$(dpkg-parsechangelog -l "$FARPASS_TOP/debian/changelog" -S Version)
+
+# A set-up step, here since it is per checkout: it reuses the debs test_deb.sh built from the same tree.
+lv_check_setup() { bash "$FARPASS_TOP/vm-images/setup.sh" debroot; }
+
+lv_fp_load() {
+	rig_run "$1" -- "set -e
+modprobe vfio_iommu_type1
+$(fp_ntb_load)
+modprobe farpass"
+}
+
+# lv_expect_packaged VM: what VM runs is what the packages installed (after lv_fp_load and ag_start):
+#  - farpass and farpass-dkms are installed (dpkg), at this tree's version, every file as packaged
+#    (dpkg --verify: contents against the packages' md5sums, the hook, a conffile, included);
+#  - DKMS built and installed farpass.ko for the running kernel, and the farpass.ko loaded is that file:
+#    modprobe's (modinfo -n) is DKMS's, and its GNU build id is the loaded module's (/sys/module/farpass/notes);
+#  - the running agent is the package's binary (/proc/PID/exe), farpassctl and farpass-agent on PATH
+#    (the hook runs farpassctl) are the package's, and the hook directory has the package's hook only.
+lv_expect_packaged() {
+	local vm=$1
+	expect_eq "$vm: farpass and farpass-dkms $LV_VERSION installed" \
+		"$(rig_run "$vm" -- "dpkg-query -W -f='\${Package} \${Version} \${Status}\n' farpass farpass-dkms")" \
+		"farpass $LV_VERSION install ok installed
+farpass-dkms $LV_VERSION install ok installed"
+	expect_eq "$vm: their files as packaged (dpkg --verify lists none)" \
+		"$(rig_run "$vm" -- "dpkg --verify farpass farpass-dkms 2>&1")" ""
+	# dkms 3.0.10 reads the headers' vmlinux's .comment to spot clang; 6.12's is BTF only, so readelf warns.
+	expect_eq "$vm: DKMS installed farpass.ko for the running kernel" \
+		"$(rig_run "$vm" -- "dkms status -k \$(uname -r) farpass 2>&1 |
+grep -vx \"readelf: Warning: Section '.comment' was not dumped because it does not exist\"")" \
+		"farpass/$LV_VERSION, $KVER, x86_64: installed"
+	# DKMS compresses the module as the kernel's own are (6.12: CONFIG_MODULE_COMPRESS_XZ, farpass.ko.xz).
+	local ko=farpass.ko
+	! grep -qx CONFIG_MODULE_COMPRESS_XZ=y "$FARPASS_KHEADERS/.config" || ko+=.xz
+	# shellcheck disable=SC2016 # expanded in the VM
+	expect_eq "$vm: the farpass.ko loaded is DKMS's (modprobe's file, its build id the loaded module's)" \
+		"$(rig_run "$vm" -- 'f=$(modinfo -n farpass)
+file=$(case $f in *.xz) xz -dc "$f" >/tmp/farpass.ko && readelf -n /tmp/farpass.ko ;; *) readelf -n "$f" ;; esac |
+	sed -n "s/.*Build ID: //p")
+loaded=$(od -An -tx1 -v -j16 /sys/module/farpass/notes/.note.gnu.build-id | tr -d " \n")
+[ -n "$file" ] && [ "$file" = "$loaded" ] && echo "$f: same build id" || echo "$f: build id $file, loaded $loaded"')" \
+		"/lib/modules/$KVER/updates/dkms/$ko: same build id"
+	expect_eq "$vm: the agent runs the package's binary" \
+		"$(rig_run "$vm" -- "readlink /proc/\$(cat $RIGDIR/$vm/agent.pid)/exe")" "$FP_AGENT"
+	expect_eq "$vm: farpassctl and farpass-agent on PATH are the package's; the hook directory has its hook only" \
+		"$(rig_run "$vm" -- "command -v farpassctl farpass-agent; ls /etc/libvirt/hooks/qemu.d")" \
+		"$FP_CTL
+$FP_AGENT
+farpass"
+}
 
 # The rig's L1 root is a tmpfs overlay: /etc/mdevctl.d (mdevctl's and libvirt's persistent mdev
 # definitions) is kept in $RIGDIR/VM/mdevctl.d, bind-mounted at each boot, as a disk would keep it.
@@ -35,16 +92,11 @@ lv_qemu_log() { echo "$RIGDIR/$1/libvirt-qemu/$2"; }
 lv_host_up() {
 	local vm=$1 t0=$SECONDS
 	expect "$vm: /etc/mdevctl.d persists across reboots" _lv_persistent_etc "$vm"
-	# What `meson install` does: farpassctl and the agent on PATH (the hook runs farpassctl), the hook,
-	# the udev rule.
-	expect "$vm: farpassctl, farpass-agent, the hook and the udev rule installed" rig_run "$vm" -- "set -e
-ln -sf $FP_CTL /usr/local/bin/farpassctl && ln -sf $FP_AGENT /usr/local/sbin/farpass-agent
-install -D -m 0755 $LV_HOOK /etc/libvirt/hooks/qemu.d/farpass
-install -m 0644 $LV_UDEV_RULE /lib/udev/rules.d/"
 	expect "$vm: udevd runs" rig_run "$vm" -- "/lib/systemd/systemd-udevd --daemon && udevadm trigger --action=add && udevadm settle -t 30"
-	expect "$vm: farpass.ko loads" fp_load "$vm"
+	expect "$vm: farpass.ko loads (modprobe)" lv_fp_load "$vm"
 	ag_config "$vm" "$2"
 	expect "$vm: farpass-agent starts" ag_start "$vm"
+	lv_expect_packaged "$vm"
 	echo "# $vm: host up in $((SECONDS - t0)) s"
 }
 

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The lender's NVMe in a libvirt guest, driven by stock virsh and domain XML only (one lender, two
-# borrowers booted from the L1 libvirt root; the guest is the rig's L2 kernel and initramfs, 256 MiB,
+# borrowers booted from the L1 libvirt root with the Debian packages installed, running the packaged files:
+# lv_expect_packaged on each; the guest is the rig's L2 kernel and initramfs, 256 MiB,
 # booted directly, running a script passed by fw_cfg). `farpassctl mdev-uuid` gives the device the same
 # UUID on both borrowers. Checks:
 #  (a) domain XML: a domain with <hostdev mode='subsystem' type='mdev' model='vfio-pci'> of the device's
@@ -28,7 +29,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../e2e/e2e-lib.sh"
 . "$(dirname "$0")/libvirt-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+lv_check_setup && e2e_check_setup || exit
 
 B1=borrower1 B2=borrower2
 # Bounds for the guests' runs: three L1s, each running an L2 under TCG, on a loaded machine.
@@ -53,10 +54,11 @@ start_fails() {
 }
 
 lv_step "rig: a lender and two borrowers (TCG L1 VMs, emulated NTBs), agents, libvirtd on the borrowers"
-rig_up --borrowers 2 --l1-root rootfs --lender-mem 1536 --borrower-mem 2048
+rig_up --borrowers 2 --l1-root debroot --lender-mem 1536 --borrower-mem 2048
 ag_pki
-fp_load lender
+expect "lender: farpass.ko loads (modprobe)" lv_fp_load lender
 ag_lender_up ", \"peers\": [$(ag_peer_entry $B1 "$(ntb_pci lender 1)"), $(ag_peer_entry $B2 "$(ntb_pci lender 2)")]"
+lv_expect_packaged lender
 for b in $B1 $B2; do
 	lv_host_up "$b" ", \"poll_ms\": 1000, $E2E_BORROWER_AGENT_CFG, \"peers\": [$(ag_peer_entry lender "$(ntb_pci "$b")")]"
 	e2e_slow_upcalls "$b"

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Discovery and persistence through stock tools, on a borrower booted from the L1 libvirt root:
+# Discovery and persistence through stock tools, on a borrower booted from the L1 libvirt root with the
+# Debian packages installed (what runs is the packaged files: lv_expect_packaged):
 #  (a) the lent NVMe's farpass type is listed by `mdevctl types` and `virsh nodedev-list --cap mdev_types`;
 #  (b) `virsh nodedev-define` + `nodedev-start` of an mdev XML (UUID from `farpassctl mdev-uuid`) create
 #      the instance, `nodedev-autostart` marks it for boot; destroyed and undefined again;
@@ -14,9 +15,9 @@ set -euo pipefail
 . "$(dirname "$0")/../kernel/kernel-lib.sh"
 . "$(dirname "$0")/../agent/agent-lib.sh"
 . "$(dirname "$0")/libvirt-lib.sh"
-ag_check_built && fp_check_built
+lv_check_setup
 
-rig_up --borrowers 1 --l1-root rootfs --borrower-mem 2048
+rig_up --borrowers 1 --l1-root debroot --borrower-mem 2048
 B=borrower1
 NTB=$(ntb_pci $B)
 PARENT=pci_$(tr ':.' '__' <<<"$NTB")

@@ -24,7 +24,7 @@
 # of the suite's summary table (rel-lib.sh).
 set -euo pipefail
 . "$(dirname "$0")/rel-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 # The expiry check's period (1 s), the teardown of a device under a loaded TCG rig (bus master off,
 # interrupts, DMA and BAR unmaps, the VFIO reset) and L0's 0.2 s polling of the log.
 REL_RECLAIM_SLACK_S=${REL_RECLAIM_SLACK_S:-5}

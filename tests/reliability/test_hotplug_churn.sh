@@ -23,7 +23,7 @@
 # of the suite's summary table (rel-lib.sh).
 set -euo pipefail
 . "$(dirname "$0")/rel-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 N=$(rel_count REL_CHURN_CYCLES 10 cycles)
 # A short fio job between cycles: 64 writes of 4 KiB, each verified.
 E2E_REGIONS=(4096:$((16 << 20)):$((256 << 10)))

@@ -56,7 +56,7 @@
 set -euo pipefail
 export RIG_LINK_RELAY=1
 . "$(dirname "$0")/rel-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 OUTAGE_S=${OUTAGE_S:-10}
 # The expiry check's period (1 s), the teardown under a loaded TCG rig and L0's polling of the log.
 REL_RECLAIM_SLACK_S=${REL_RECLAIM_SLACK_S:-5}

@@ -2,7 +2,8 @@
 # The rig launcher: a library that L0 test scripts source.
 #
 #   . tests/rig/rig.sh
-#   rig_up [--borrowers 1|2] [--lenders 1|2] [--lender-mem MiB] [--borrower-mem MiB] [--l1-root host|rootfs]
+#   rig_up [--borrowers 1|2] [--lenders 1|2] [--lender-mem MiB] [--borrower-mem MiB]
+#          [--l1-root host|rootfs|debroot]
 #   rig_run lender [--timeout S] -- 'insmod $(rig_modules_dir)/ntb.ko && lsmod'
 #   rig_kill borrower1; rig_boot borrower1; rig_down
 #
@@ -17,7 +18,9 @@
 # server.log, cmd/), shared into the VM as 9p tag "out" at the same path.
 # L1's root is L0's own root (read-only 9p + tmpfs overlay: writes stay in the VM); with
 # --l1-root rootfs it is the mmdebstrap'ed libvirt root (setup.sh rootfs), with the repo and the cache
-# bind-mounted at their L0 paths and L0's root at /mnt/l0.
+# bind-mounted at their L0 paths and L0's root at /mnt/l0; with --l1-root debroot that root with this
+# checkout's Debian packages installed (setup.sh debroot: its layers, which rig_up mounts read-only as one
+# overlay at $RIGDIR/l1-root), whose own /lib/modules the L1 keeps (its linux-image's and DKMS's modules).
 #
 # Environment:
 #   RIGDIR           results/logs directory (default <repo>/rig-out/<name of the test script>)
@@ -265,8 +268,10 @@ _rig_prepare_vm() {
 	mkdir -p "$dir"
 	# cryptomgr.notests: no crypto self-tests at boot (under TCG one hung a borrower's boot for 4 min).
 	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on cryptomgr.notests rig.vm=$vm rig.out=$dir"
-	append+=" rig.server=$RIG_LIB/rig-server.sh rig.kmods=$FARPASS_KMODS rig.ip=$(rig_vm_ip "$vm")/24"
-	append+=" rig.l0binds=$FARPASS_TOP,$FARPASS_CACHE rig.root=$RIG_L1_ROOT"
+	append+=" rig.server=$RIG_LIB/rig-server.sh rig.ip=$(rig_vm_ip "$vm")/24"
+	[ "$RIG_L1_ROOT" = debroot ] || append+=" rig.kmods=$FARPASS_KMODS"
+	# l1-init.sh knows L0's root (host) and other trees (rootfs): a debroot is one of those.
+	append+=" rig.l0binds=$FARPASS_TOP,$FARPASS_CACHE rig.root=${RIG_L1_ROOT/debroot/rootfs}"
 	append+=" ${RIG_APPEND:-}"
 	# maxmem reserves hotplug space after RAM, so the firmware puts the 64-bit PCI window above 64 GiB: a
 	# device lent from here must not have a BAR at an address a borrowing guest uses as RAM (QEMU's NVMe
@@ -289,8 +294,8 @@ _rig_prepare_vm() {
 		-netdev "socket,id=mgmt,udp=127.0.0.1:$RIG_HUB_PORT,localaddr=127.0.0.1:$((RIG_HUB_PORT + n))"
 		-device "virtio-net-pci,netdev=mgmt,mac=52:54:00:99:00:0$n,romfile=,addr=0x3"
 	)
-	if [ "$RIG_L1_ROOT" = rootfs ]; then
-		a+=(-virtfs "local,path=$FARPASS_ROOTFS,mount_tag=host,security_model=none,readonly=on,multidevs=remap"
+	if [ "$RIG_L1_ROOT" != host ]; then
+		a+=(-virtfs "local,path=$RIG_L1_ROOT_DIR,mount_tag=host,security_model=none,readonly=on,multidevs=remap"
 			-virtfs local,path=/,mount_tag=l0,security_model=none,readonly=on,multidevs=remap)
 	else
 		a+=(-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap)
@@ -456,8 +461,13 @@ rig_up() {
 	host) ;;
 	rootfs)
 		[ -e "${FARPASS_ROOTFS:-}/.done" ] || rig_die "no L1 rootfs: run vm-images/setup.sh rootfs" || return
+		RIG_L1_ROOT_DIR=$FARPASS_ROOTFS
 		;;
-	*) rig_die "rig_up: --l1-root must be host or rootfs" || return ;;
+	debroot)
+		[ -e "$(debroot_path)/.done" ] ||
+			rig_die "no L1 root with this checkout's packages: run vm-images/setup.sh debroot" || return
+		;;
+	*) rig_die "rig_up: --l1-root must be host, rootfs or debroot" || return ;;
 	esac
 	RIG_LENDERS=$lenders
 	RIGDIR=${RIGDIR:-$FARPASS_TOP/rig-out/$(basename "$0" .sh)}
@@ -473,6 +483,9 @@ rig_up() {
 	_rig_kill_stale
 	_rig_install_trap
 	RIG_UP=1
+	if [ "$RIG_L1_ROOT" = debroot ]; then
+		_rig_mount_debroot || return
+	fi
 	RIG_LENDER_VMS=(lender)
 	((lenders == 1)) || RIG_LENDER_VMS+=(lender2)
 	RIG_BORROWER_VMS=()
@@ -505,6 +518,21 @@ rig_up() {
 		_rig_launch "$vm"
 	done
 	_rig_wait_ready_all "${RIG_VMS[@]}"
+}
+
+# The debroot layers as one read-only overlay (no upper: the L1 writes to its own tmpfs), mounted anew per rig.
+_rig_mount_debroot() {
+	local base pkg
+	base=$(debroot_base_path) pkg=$(debroot_path)
+	RIG_L1_ROOT_DIR=$RIGDIR/l1-root
+	_rig_umount_debroot
+	mkdir -p "$RIG_L1_ROOT_DIR"
+	mount -t overlay overlay -o "ro,lowerdir=$pkg/upper:$base/upper:$FARPASS_ROOTFS" "$RIG_L1_ROOT_DIR" ||
+		rig_die "cannot mount the debroot layers at $RIG_L1_ROOT_DIR"
+}
+# Lazily if a QEMU just killed still holds it.
+_rig_umount_debroot() {
+	! mountpoint -q "$RIGDIR/l1-root" || umount "$RIGDIR/l1-root" 2>/dev/null || umount -l "$RIGDIR/l1-root"
 }
 
 # The lenders' NTB ends listen (server=on): start borrowers once the sockets exist, so that their
@@ -602,6 +630,7 @@ rig_down() {
 	[ -n "${RIG_HUB_PID:-}" ] && pids+=("$RIG_HUB_PID")
 	_rig_kill_pids "${pids[@]}"
 	_rig_kill_stale
+	_rig_umount_debroot
 	rm -f "$RIGDIR"/link*.sock "$RIGDIR"/relay*.sock "$RIGDIR"/*/qmp.sock
 	RIG_RELAY_PID=()
 	RIG_UP=0

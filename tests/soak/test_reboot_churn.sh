@@ -21,7 +21,7 @@
 # suite's summary table (rel-lib.sh).
 set -euo pipefail
 . "$(dirname "$0")/../reliability/rel-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 N=$(rel_count REL_REBOOT_CYCLES 100 reboots)
 # A short fio job each boot: 64 writes of 4 KiB, each verified.
 E2E_REGIONS=(4096:$((16 << 20)):$((256 << 10)))

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -66,12 +67,13 @@ inline void write_file(const fs::path &path, const std::string &contents)
 }
 
 // `now` is the monotonic time: advancing it moves both clocks. wall_offset steps the wall clock alone
-// (NTP, an operator), as a host's clock can; the two differ from the start, as on a real host.
+// (NTP, an operator), as a host's clock can; the two differ from the start, as on a real host. Atomic:
+// a test may advance it while the borrower's workers read it.
 class FakeClock final : public Clock {
 public:
 	std::int64_t monotonic_ms() const override { return now; }
 	std::int64_t wall_ms() const override { return now + wall_offset; }
-	std::int64_t now = 86'400'000;
+	std::atomic<std::int64_t> now = 86'400'000;
 	std::int64_t wall_offset = 1'700'000'000'000;
 };
 

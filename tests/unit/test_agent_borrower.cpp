@@ -9,6 +9,10 @@
 #include "client.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 using namespace farpass::agent;
 using namespace farpass::agent::testing;
@@ -19,8 +23,58 @@ namespace {
 constexpr const char *ntb = "0000:00:0a.0";
 constexpr const char *ntb2 = "0000:00:0b.0";
 
+// The fake kernel, one call at a time, as the real port is (its own lock): the borrower's workers and a
+// test's own threads share it. A completion wakes whoever waits for it.
+class SerializedPort final : public KernelPort {
+public:
+	SerializedPort(KernelPort &port, std::mutex &lock, std::condition_variable &changed)
+		: port_(port), lock_(lock), changed_(changed) {}
+	bool available() override { return locked([&] { return port_.available(); }); }
+	std::string unavailable_reason() const override { return locked([&] { return port_.unavailable_reason(); }); }
+	void announce(const RemoteDevice &device) override { locked([&] { port_.announce(device); }); }
+	void withdraw(std::uint32_t id) override { locked([&] { port_.withdraw(id); }); }
+	std::vector<DmaSlot> dma_layout(std::uint32_t id) override { return locked([&] { return port_.dma_layout(id); }); }
+	bool revoke(std::uint32_t id) override { return locked([&] { return port_.revoke(id); }); }
+	int upcall_fd() const override { return locked([&] { return port_.upcall_fd(); }); }
+	std::optional<Upcall> next_upcall() override { return locked([&] { return port_.next_upcall(); }); }
+	void complete(std::uint64_t seq, const UpcallReply &reply) override
+	{
+		locked([&] { port_.complete(seq, reply); });
+		changed_.notify_all();
+	}
+	std::span<std::byte> outbound_window(const std::string &host) override
+	{
+		return locked([&] { return port_.outbound_window(host); });
+	}
+	void bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
+		     std::uint64_t size, bool unmap) override
+	{
+		locked([&] { port_.bar_map(ntb, pci, bar, win_offset, size, unmap); });
+	}
+	void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start, std::span<const int> fds) override
+	{
+		locked([&] { port_.irq_bridge(ntb, slot, start, fds); });
+	}
+	std::optional<std::uint64_t> link_down_ms(const std::string &ntb) override
+	{
+		return locked([&] { return port_.link_down_ms(ntb); });
+	}
+
+private:
+	template <typename F> auto locked(F f) const -> decltype(f())
+	{
+		const std::lock_guard<std::mutex> guard(lock_);
+		return f();
+	}
+
+	KernelPort &port_;
+	std::mutex &lock_;
+	std::condition_variable &changed_;
+};
+
 // Host "borrower-b" borrows from lender-a (an AgentFixture lending its NVMe) over NTB 0000:00:0a.0, and
 // with a second lender also from lender-d (lending its NVMe, at the same address) over NTB 0000:00:0b.0.
+// hold() makes one lender's calls hang until release(), as a lender that accepts and never answers.
 struct BorrowerFixture {
 	explicit BorrowerFixture(std::string host = "borrower-b", bool second_lender = false)
 		: host(std::move(host)), store(dir.path(), "borrower.json")
@@ -33,16 +87,32 @@ struct BorrowerFixture {
 		make_borrower();
 	}
 
+	~BorrowerFixture()
+	{
+		release();
+		for (std::thread &thread : threads)
+			thread.join();
+		borrower.reset(); // its workers' jobs use the members below
+	}
+
 	void make_borrower()
 	{
 		std::vector<PeerAddress> peers{{"lender-a", "10.0.0.1:7450", ntb}};
 		if (lender2)
 			peers.push_back({"lender-d", "10.0.0.4:7450", ntb2});
 		borrower = std::make_unique<Borrower>(
-			kernel, clock, store, peers,
+			port, clock, store, peers,
 			[this](const PeerAddress &peer, std::string_view method, const json &params, int timeout_ms) {
-				calls.push_back(std::string(method));
-				timeouts.push_back(timeout_ms);
+				{
+					std::unique_lock<std::mutex> lock(sync);
+					calls.push_back(std::string(method));
+					timeouts.push_back(timeout_ms);
+					if (peer.host == hung_lender) {
+						hung_calls++;
+						changed.notify_all();
+						changed.wait(lock, [&] { return hung_lender != peer.host; });
+					}
+				}
 				if (call_ms > timeout_ms) { // the lender answers too late
 					advance(timeout_ms);
 					throw AgentError(ErrorCode::timed_out, ETIMEDOUT, std::string(method) + ": no answer in time");
@@ -60,9 +130,44 @@ struct BorrowerFixture {
 				json result = client.call(method, params);
 				if (tamper_reply)
 					tamper_reply(method, result);
+				const std::lock_guard<std::mutex> lock(sync);
+				answered.push_back(peer.host + " " + std::string(method));
+				changed.notify_all();
 				return result;
 			},
-			[this](LogLevel, const std::string &line) { log.push_back(line); }, 5'000);
+			[this](LogLevel, const std::string &line) {
+				const std::lock_guard<std::mutex> lock(sync);
+				log.push_back(line);
+			},
+			5'000);
+	}
+
+	void hold(const std::string &lender)
+	{
+		const std::lock_guard<std::mutex> lock(sync);
+		hung_lender = lender;
+	}
+	void release()
+	{
+		hold("");
+		changed.notify_all();
+	}
+	// Runs f on a thread of its own (joined when the fixture goes), as the daemon's borrower loop.
+	void in_background(std::function<void()> f) { threads.emplace_back(std::move(f)); }
+	// Whether done() (read under the fixture's lock) came true within 10 s.
+	bool wait_for(const std::function<bool()> &done)
+	{
+		std::unique_lock<std::mutex> lock(sync);
+		return changed.wait_for(lock, std::chrono::seconds(10), done);
+	}
+	long answered_by(const std::string &lender, std::string_view method) const
+	{
+		return std::count(answered.begin(), answered.end(), lender + " " + std::string(method));
+	}
+	template <typename F> auto under_lock(F f) -> decltype(f())
+	{
+		const std::lock_guard<std::mutex> lock(sync);
+		return f();
 	}
 
 	// All hosts' clocks move together.
@@ -74,8 +179,9 @@ struct BorrowerFixture {
 			lender2->clock.now += ms;
 	}
 
-	UpcallReply upcall(UpcallOp op, std::uint32_t id, std::array<std::uint64_t, 6> args = {},
-			   std::uint32_t timeout_ms = 5000)
+	// Queues an upcall in the kernel; returns its seq.
+	std::uint64_t queue_upcall(UpcallOp op, std::uint32_t id, std::array<std::uint64_t, 6> args = {},
+				   std::uint32_t timeout_ms = 5000)
 	{
 		Upcall request;
 		request.seq = ++seq;
@@ -83,14 +189,22 @@ struct BorrowerFixture {
 		request.device_id = id;
 		request.timeout_ms = timeout_ms;
 		request.args = args;
+		const std::lock_guard<std::mutex> lock(sync);
 		kernel.upcalls.push_back(request);
+		return request.seq;
+	}
+
+	UpcallReply upcall(UpcallOp op, std::uint32_t id, std::array<std::uint64_t, 6> args = {},
+			   std::uint32_t timeout_ms = 5000)
+	{
+		const std::uint64_t n = queue_upcall(op, id, args, timeout_ms);
 		borrower->serve_upcalls();
-		REQUIRE(kernel.replies.count(seq));
-		return kernel.replies[seq];
+		REQUIRE(kernel.replies.count(n));
+		return kernel.replies[n];
 	}
 
 	std::uint32_t nvme_id() const { return stable_device_id("lender-a", nvme_address); }
-	const AnnouncedDevice &nvme() const { return borrower->devices().at("lender-a/" + std::string(nvme_address)); }
+	AnnouncedDevice nvme() const { return borrower->devices().at("lender-a/" + std::string(nvme_address)); }
 	long count(std::string_view method) const { return std::count(calls.begin(), calls.end(), method); }
 
 	std::string host;
@@ -99,6 +213,10 @@ struct BorrowerFixture {
 	TempDir dir;
 	StateStore store;
 	FakeKernelPort kernel;
+	std::mutex sync; // guards what the borrower's threads and the test share: kernel (through port), calls,
+			 // timeouts, answered, log, hung_lender, hung_calls
+	std::condition_variable changed; // a call answered or held, an upcall completed, release()
+	SerializedPort port{kernel, sync, changed};
 	FakeClock clock;
 	std::unique_ptr<Borrower> borrower;
 	std::vector<std::string> calls;
@@ -106,9 +224,18 @@ struct BorrowerFixture {
 	std::int64_t call_ms = 0;
 	std::vector<std::string> log;
 	bool lender_down = false;
+	std::vector<std::string> answered; // "lender method" of each call answered
+	std::string hung_lender;	   // whose calls hang until release()
+	int hung_calls = 0;
+	std::vector<std::thread> threads;
 	std::function<void(std::string_view method, json &result)> tamper_reply; // a hostile lender
 	std::uint64_t seq = 0;
 };
+
+bool logged(const std::vector<std::string> &log, const std::string &line)
+{
+	return std::find(log.begin(), log.end(), line) != log.end();
+}
 
 } // namespace
 
@@ -180,6 +307,74 @@ TEST_CASE("two lenders: each one's devices announced on the NTB towards it, borr
 	f.borrower->refresh();
 	CHECK(f.kernel.withdrawn == std::vector<std::uint32_t>{d});
 	CHECK(f.kernel.announced.count(a));
+}
+
+// lender-d accepts and never answers (a dead or hostile agent). The workers run as in the daemon, and a
+// thread of the test plays the daemon's borrower loop; every wait is bounded (10 s) and fails by name.
+TEST_CASE("two lenders: one that never answers holds up no upcall for the other's devices")
+{
+	BorrowerFixture f("borrower-b", true);
+	f.borrower->refresh();
+	f.borrower->start_workers();
+	f.hold("lender-d");
+	const std::uint64_t borrow = f.queue_upcall(UpcallOp::borrow, f.nvme_id());
+	f.in_background([&f] { // the loop's tick (both lenders' device.list due), then the upcalls
+		f.borrower->tick();
+		f.borrower->serve_upcalls();
+	});
+	REQUIRE_MESSAGE(f.wait_for([&] { return f.hung_calls == 1; }), "lender-d was never called");
+	REQUIRE_MESSAGE(f.wait_for([&] { return f.kernel.replies.count(borrow) == 1; }),
+			"lender-a's BORROW unanswered while lender-d hangs");
+	CHECK(f.under_lock([&] { return f.kernel.replies.at(borrow).error; }) == 0);
+	CHECK(f.lender.lender->devices().at(nvme_address).lease);
+}
+
+TEST_CASE("two lenders: one that never answers holds up no renewal of the other's lease")
+{
+	BorrowerFixture f("borrower-b", true);
+	f.borrower->refresh();
+	REQUIRE(f.upcall(UpcallOp::borrow, f.nvme_id()).error == 0);
+	REQUIRE(f.upcall(UpcallOp::borrow, stable_device_id("lender-d", nvme_address)).error == 0);
+	f.borrower->start_workers();
+	f.hold("lender-d");
+	for (int renewals = 1; renewals <= 4; renewals++) { // 16 s: past lender-a's lease time (10 s)
+		f.advance(4000);
+		f.in_background([&f] { f.borrower->tick(); });
+		REQUIRE_MESSAGE(f.wait_for([&] { return f.answered_by("lender-a", "lease.renew") == renewals; }),
+				"lender-a's lease not renewed while lender-d hangs (renewal " << renewals << ")");
+		CHECK(f.lender.lender->expire_due().empty());
+	}
+	CHECK(f.lender.lender->devices().at(nvme_address).lease);
+	CHECK(f.under_lock([&] { return f.hung_calls; }) == 1); // lender-d's worker hung all along on its first call
+}
+
+TEST_CASE("two lenders: upcalls waiting for a hung lender's worker are bounded; beyond, EAGAIN at once")
+{
+	BorrowerFixture f("borrower-b", true);
+	f.borrower->refresh();
+	const std::uint32_t d = stable_device_id("lender-d", nvme_address);
+	f.borrower->start_workers();
+	f.hold("lender-d");
+	f.queue_upcall(UpcallOp::config_read, d, {0, 2});
+	f.borrower->serve_upcalls();
+	REQUIRE_MESSAGE(f.wait_for([&] { return f.hung_calls == 1; }), "lender-d's worker never took the first upcall");
+	const std::uint64_t first = f.seq + 1;
+	for (std::size_t i = 0; i <= Borrower::max_queued; i++)
+		f.queue_upcall(UpcallOp::config_read, d, {0, 2});
+	f.borrower->serve_upcalls(); // never waits: what does not fit is answered here
+	f.under_lock([&] {
+		CHECK(f.kernel.replies.size() == 1);
+		REQUIRE(f.kernel.replies.count(f.seq));
+		CHECK(f.kernel.replies.at(f.seq).error == -EAGAIN);
+		CHECK(logged(f.log, "borrower: upcall 3 on id " + std::to_string(d) + ": 64 upcalls already wait for lender-d"));
+	});
+	f.release(); // the queued ones are served, in order, within their deadlines
+	REQUIRE_MESSAGE(f.wait_for([&] { return f.kernel.replies.size() == Borrower::max_queued + 2; }),
+			"the queued upcalls were not answered once lender-d answered");
+	f.under_lock([&] {
+		for (std::uint64_t seq = first - 1; seq < first + Borrower::max_queued; seq++)
+			CHECK(f.kernel.replies.at(seq).error == 0);
+	});
 }
 
 TEST_CASE("ids and announced devices survive a restart; a still-announced device (EEXIST) is fine")
@@ -458,15 +653,6 @@ TEST_CASE("a lender's numbers out of their range are refused, never narrowed")
 }
 
 // ---- the data path
-
-namespace {
-
-bool logged(const std::vector<std::string> &log, const std::string &line)
-{
-	return std::find(log.begin(), log.end(), line) != log.end();
-}
-
-} // namespace
 
 TEST_CASE("devices are announced with the lender's BAR window offsets and slot")
 {

@@ -2,7 +2,7 @@
 # The Debian packages (debian/, `make deb`) build from the tree and install on a fresh Debian 12 machine
 # the way an operator installs them. Checks:
 #   - `make deb` builds farpass and farpass-dkms (dpkg-buildpackage, meson's unit suite inside) and
-#     lintian finds no error or warning;
+#     lintian finds no error or warning (the debs are kept for the libvirt suite: farpass_debs_dir);
 #   - together the packages hold exactly what `meson install` installs (tests/golden/install-files.txt,
 #     prefix /usr), less the uapi header (debian/not-installed), plus each package's copyright and
 #     changelog; the module source and dkms.conf only in farpass-dkms;
@@ -30,6 +30,8 @@ expect "make deb (dpkg-buildpackage and lintian --fail-on error,warning)" \
 	{ tail -n 30 "$d/deb.log"; exit 1; }
 grep -E '^[EWI]: ' "$d/deb.log" | sed 's/^/  lintian | /' || true
 deb=$out/farpass_${version}_amd64.deb dkms_deb=$out/farpass-dkms_${version}_all.deb
+# The libvirt suite installs them (setup.sh debroot): no second build of the same tree.
+farpass_debs_keep "$out"
 
 contents() { dpkg-deb -c "$1" | awk '$1 !~ /^d/ {sub("^\\./", "", $6); print $6}' | sort; }
 want=$( (sed -e 's|^PREFIX/|usr/|' -e "s|farpass-VERSION/|farpass-$version/|" "$top/tests/golden/install-files.txt" |
