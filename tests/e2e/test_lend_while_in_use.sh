@@ -20,7 +20,7 @@
 set -euo pipefail
 export RIG_LENDER_NVMES=2
 . "$(dirname "$0")/e2e-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup
+ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
 PCI1=$(rig_lender_nvme_pci 0) PCI2=$(rig_lender_nvme_pci 1)
