@@ -4,7 +4,7 @@
 # removes at release (an instance already gone: nothing said; a removal that fails: said, the release still
 # succeeds), and the one-line errors libvirt would show (borrowed elsewhere, lender down, an empty slot,
 # agent down; a farpassctl or mdevctl that never answers, ended at the hook's bound even when deaf to
-# SIGTERM). The XML is read as XML: mdev hostdevs in comments, CDATA or metadata and a pci hostdev with
+# SIGTERM); a domain with two farpass devices, one of them borrowed elsewhere, gets no instance of either. The XML is read as XML: mdev hostdevs in comments, CDATA or metadata and a pci hostdev with
 # look-alike attributes are no devices, any attribute order, quoting and spacing is; XML that is not
 # well-formed and an address that is not a UUID are errors. The same paths run in the rig under libvirt in
 # tests/libvirt/.
@@ -205,5 +205,24 @@ domain_xml "$UUID" >"$t/domain.xml"
 out=$(FARPASSCTL=$t/farpassctl FARPASS_SYSFS=$t/sys FARPASS_HOOK_STATE=$t/state "$HOOK" g migrate begin - <"$t/domain.xml" 2>&1) &&
 	rc=0 || rc=$?
 expect_eq "migrate begin: exit 0, no output (libvirt keeps the XML as it is)" "$rc:$out" "0:"
+
+echo "# a domain with two farpass devices: both checked before either is created"
+TYPE2=ntb_hw_epf-farpass-lender-4
+UUID2=$("$CTL" mdev-uuid $TYPE2)
+mkdir -p "$types/$TYPE2"
+jq -c '.remote_devices += [.remote_devices[0] | .pci = "0000:00:09.0" | .slot = 4 | .id = 7]' "$t/status.json" >"$t/status.two"
+mv "$t/status.two" "$t/status.json"
+list2() { # list2 BORROWER-OF-THE-SECOND|null
+	printf '{"devices": [{"host": "lender", "pci": "0000:00:08.0", "borrower": null}, {"host": "lender", "pci": "0000:00:09.0", "borrower": %s}], "unreachable": []}\n' "$1" >"$t/list.json"
+}
+created() { cat "$types/$TYPE/create" "$types/$TYPE2/create" 2>/dev/null | xargs; }
+list2 '"borrower1"'
+out=$(hook prepare begin "$UUID" "$UUID2") && rc=0 || rc=$?
+expect_eq "the second borrowed by another host: exit 1, the error names it" "$rc:$out" \
+	"1:farpass: remote device lender/0000:00:09.0 (mdev type $TYPE2): busy (EBUSY), borrowed by borrower1"
+expect_eq "... no instance created, of the first device either" "$(created)" ""
+list2 null
+out=$(hook prepare begin "$UUID" "$UUID2") && rc=0 || rc=$?
+expect_eq "both free: prepare succeeds, creates both" "$rc:$out:$(created)" "0::$UUID $UUID2"
 
 [ $fails -eq 0 ]
