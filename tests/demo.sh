@@ -1,10 +1,11 @@
 #!/bin/bash
 # `make demo` (after make's setup and build targets): farpass end to end on the rig, by running the
 # check-libvirt test of the whole flow, tests/libvirt/test_domain_remote_nvme.sh, in rig-out/demo. It
-# boots a lender and two borrowers, lends the lender's NVMe, starts a libvirt guest with it on borrower1
-# (fio), hot-removes and re-adds it (virsh detach-device/attach-device --live), cold-migrates the domain
-# to borrower2 (virsh migrate --offline) where the guest reads its data back, and destroys it there
-# (virsh destroy); borrower2's starts refused meanwhile (the device borrowed by borrower1, the lender's
+# boots a lender and two borrowers, lends the lender's NVMe and NIC, starts a libvirt guest with both on
+# borrower1 (a download and upload through the NIC, fio on the NVMe), hot-removes and re-adds the NVMe
+# (virsh detach-device/attach-device --live), cold-migrates the domain to borrower2 (virsh migrate
+# --offline) where the guest uses the NIC again and reads its data back, and destroys it there (virsh
+# destroy); borrower2's starts refused meanwhile (the device borrowed by borrower1, the lender's
 # agent stopped) show the hook's errors. Each step is printed as it runs and checked, and it ends with a
 # summary table (steps, where the data went, durations).
 set -euo pipefail

@@ -29,8 +29,7 @@ LENDER_NVME=0000:00:08.0
 # The device the lender's agent lends in ag_lender_up/ag_remote_mdev and ag_expect_returned checks: the
 # rig's NVMe unless a test gives the lender another device (RIG_LENDER_EXTRA) and names it here.
 AG_LENT=${AG_LENT:-$LENDER_NVME}
-# More lender devices (PCI addresses, space-separated) lent with it, before any instance exists (a device
-# lent while the link has an instance waits until it has none).
+# More lender devices (PCI addresses, space-separated) lent with it.
 AG_LENT_ALSO=${AG_LENT_ALSO:-}
 AG_LENDER=${AG_LENDER:-lender}
 # In a rig with two lenders: the devices lender2 lends in ag_remote_mdev (its NVMe unless a test says).
@@ -231,11 +230,12 @@ ag_expect_returned() {
 	ag_expect_free "$3"
 }
 
-# ag_expect_free LABEL: the lender ($AG_LENDER) has no borrow, lists $AG_LENT free, keeps it on vfio-pci,
-# with bus master off (and an NVMe reset: CSTS.RDY 0).
+# ag_expect_free LABEL: the lender ($AG_LENDER) has no lease on $AG_LENT, lists it free, keeps it on
+# vfio-pci, with bus master off (and an NVMe reset: CSTS.RDY 0).
 ag_expect_free() {
 	local label=$1 cmd csts l=$AG_LENDER
-	expect_eq "$label $l: no borrows left" "$(ag_ctl "$l" borrows)" "no borrows"
+	expect_eq "$label $l: no lease on $AG_LENT left" \
+		"$(ag_ctl "$l" --json borrows | jq -r --arg p "$AG_LENT" '[.leases[] | select(.pci == $p)] | length')" 0
 	expect_eq "$label $l: list shows it free" \
 		"$(ag_ctl "$l" --json list | jq -r --arg p "$AG_LENT" '.devices[] | select(.pci == $p) | "\(.pci) \(.borrower)"')" "$AG_LENT null"
 	expect_eq "$label $l: $AG_LENT is still on vfio-pci" \

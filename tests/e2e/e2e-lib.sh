@@ -404,6 +404,72 @@ e2e_expect_written() {
 	fi
 }
 
+# The NIC tests' device: the lender's QEMU e1000e (82574L, MSI-X) on user-mode networking (slirp on L0:
+# its 10.0.2.2 is L0's loopback), with no option ROM (the mdev passes none), for RIG_LENDER_EXTRA.
+E2E_NIC_PCI=0000:00:09.0
+E2E_NIC_LENDER_EXTRA="-netdev user,id=lnet -device e1000e,netdev=lnet,addr=0x9,romfile="
+
+# e2e_http_up MIB: the NIC's far end on L0: a fresh random blob of MIB MiB served by l0-http.py from
+# $E2E_HTTP_DIR on port $E2E_HTTP_PORT, stopped when the test exits (call it before rig_up: the rig's
+# EXIT trap runs this one after its own).
+e2e_http_up() {
+	E2E_HTTP_DIR=$RIGDIR/l0-http
+	rm -rf "$E2E_HTTP_DIR"
+	mkdir -p "$E2E_HTTP_DIR"
+	head -c $(($1 << 20)) /dev/urandom >"$E2E_HTTP_DIR/blob"
+	python3 "$E2E_LIB/l0-http.py" "$E2E_HTTP_DIR" 2>"$E2E_HTTP_DIR/log" &
+	E2E_HTTP_PID=$!
+	trap 'kill $E2E_HTTP_PID 2>/dev/null || true' EXIT
+	# Python can take seconds to start on a loaded machine.
+	for _ in $(seq 300); do
+		[ -s "$E2E_HTTP_DIR/port" ] || ! kill -0 $E2E_HTTP_PID 2>/dev/null && break
+		sleep 0.2
+	done
+	expect "L0: the HTTP server listens" test -s "$E2E_HTTP_DIR/port"
+	E2E_HTTP_PORT=$(cat "$E2E_HTTP_DIR/port")
+	echo "L0 HTTP server on 127.0.0.1:$E2E_HTTP_PORT (pid $E2E_HTTP_PID)"
+}
+
+# e2e_nic_up_script: guest script lines that give eth0 slirp's usual guest address (the L2's small kernel
+# has no AF_PACKET for a DHCP client) and wait for its link (E2E-ETH0, E2E-CARRIER).
+e2e_nic_up_script() {
+	cat <<'EOF'
+ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up && echo "E2E-ETH0 up"
+# The link comes up once the emulated PHY's autonegotiation is done.
+for i in $(seq 60); do [ "$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 1; done
+echo "E2E-CARRIER $(cat /sys/class/net/eth0/carrier 2>/dev/null)"
+EOF
+}
+
+# e2e_nic_transfer_script TAG: guest script lines that download e2e_http_up's blob through eth0 and upload
+# it back under TAG (E2E-GET, E2E-SHA256, E2E-POST); the guest's get and post are their statuses.
+e2e_nic_transfer_script() {
+	cat <<EOF
+# (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
+timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$E2E_HTTP_PORT/blob; get=\$?; echo "E2E-GET rc=\$get"
+echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
+# By hand through nc: busybox wget's --post-file stops at the first NUL byte.
+{ printf 'POST /upload/$1 HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
+	nc -w 60 10.0.2.2 $E2E_HTTP_PORT >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; post=\$?; echo "E2E-POST rc=\$post"
+EOF
+}
+
+# e2e_expect_nic_transfer OUT TAG LABEL: the guest's console OUT shows eth0 up with its link and the
+# transfer of e2e_nic_transfer_script TAG done; on L0 the guest's sha256 of the download is the blob's and
+# the server stored its upload under TAG with exactly the blob's bytes (the NIC's DMA both ways: transmit
+# descriptors and buffers read from guest RAM, receive buffers written into it).
+e2e_expect_nic_transfer() {
+	local out=$1 tag=$2 l=$3
+	expect "$l eth0 came up" grep -q '^E2E-ETH0 up' <<<"$out"
+	expect "$l ... with its link (carrier)" grep -q '^E2E-CARRIER 1' <<<"$out"
+	expect_eq "$l guest: the download succeeded" "$(sed -n 's/^E2E-GET rc=//p' <<<"$out")" 0
+	expect_eq "$l guest: the upload succeeded" "$(sed -n 's/^E2E-POST rc=//p' <<<"$out")" 0
+	expect_eq "$l L0: the guest's sha256 of the download is the blob's" \
+		"$(sed -n 's/^E2E-SHA256 //p' <<<"$out")" "$(sha256sum "$E2E_HTTP_DIR/blob" | cut -d' ' -f1)"
+	expect "$l L0: the server stored the upload tagged $tag" test -f "$E2E_HTTP_DIR/upload-$tag"
+	expect "$l L0: the upload is the blob, byte for byte" cmp "$E2E_HTTP_DIR/blob" "$E2E_HTTP_DIR/upload-$tag"
+}
+
 not() { ! "$@"; }
 # A per-run pattern tag (4 bytes, hex): data left by another run cannot pass.
 e2e_tag() { od -An -N4 -tx1 /dev/urandom | tr -d ' \n'; }

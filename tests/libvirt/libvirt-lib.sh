@@ -151,12 +151,12 @@ lv_virsh() {
 
 lv_mdev_exists() { rig_run "$1" -- "test -e /sys/bus/mdev/devices/$2"; }
 
-# lv_type VM: the farpass type of the lender's NVMe on VM's NTB (its lender's slot), once announced
-# (waits up to 60 s).
+# lv_type VM [PCI]: the farpass type of the lender's device PCI (default its NVMe) on VM's NTB (its
+# lender's slot), once announced (waits up to 60 s).
 lv_type() {
-	local vm=$1 slot
-	ag_wait_log "$vm" 60 "announced lender $LENDER_NVME" || return 1
-	slot=$(ag_ctl "$vm" --json status | jq -r ".remote_devices[] | select(.pci == \"$LENDER_NVME\") | .slot")
+	local vm=$1 pci=${2:-$LENDER_NVME} slot
+	ag_wait_log "$vm" 60 "announced lender $pci" || return 1
+	slot=$(ag_ctl "$vm" --json status | jq -r ".remote_devices[] | select(.pci == \"$pci\") | .slot")
 	echo "ntb_hw_epf-farpass-lender-$slot"
 }
 
@@ -166,16 +166,17 @@ lv_hostdev_xml() {
 		"  <source><address uuid='$1'/></source>" "</hostdev>"
 }
 
-# lv_domain_xml NAME MEM-MiB SCRIPT CONSOLE [HOSTDEV-UUID]: a q35 L2 guest booting the rig's L2 kernel
+# lv_domain_xml NAME MEM-MiB SCRIPT CONSOLE [HOSTDEV-UUID...]: a q35 L2 guest booting the rig's L2 kernel
 # and initramfs ($E2E_L2_INITRD, e2e-lib.sh) directly, which runs the file SCRIPT (passed by fw_cfg, as
 # e2e_l2_start does) and powers off (ACPI); its console goes to the file CONSOLE, a path in the L1 (in
-# /var/log/libvirt/qemu: lv_qemu_log); two PCIe root ports (no USB) take its device and hot-added ones.
+# /var/log/libvirt/qemu: lv_qemu_log); two PCIe root ports (no USB) for its devices, hot-added ones included.
 # It boots as e2e_l2_start's guests do (E2E_L2_MACHINE, E2E_L2_CMDLINE) but for q35's SATA and SMBus,
 # which libvirt always adds, and the PS/2 controller, which libvirt 9.0 cannot leave out: the kernel
 # leaves its ports alone instead (i8042.nokbd, i8042.noaux: no keyboard or mouse probing).
-# With HOSTDEV-UUID, that mdev is one of its devices.
+# Each HOSTDEV-UUID's mdev is one of its devices, in that order.
 lv_domain_xml() {
-	local name=$1 mem=$2 script=$3 console=$4 uuid=${5:-}
+	local name=$1 mem=$2 script=$3 console=$4 uuid
+	shift 4
 	cat <<EOF
 <domain type='qemu'>
   <name>$name</name>
@@ -199,7 +200,7 @@ lv_domain_xml() {
     <controller type='pci' model='pcie-root-port'/>
     <controller type='usb' model='none'/>
     <memballoon model='none'/>
-$([ -z "$uuid" ] || lv_hostdev_xml "$uuid" | sed 's/^/    /')
+$(for uuid in "$@"; do lv_hostdev_xml "$uuid"; done | sed 's/^/    /')
   </devices>
 </domain>
 EOF
