@@ -166,7 +166,7 @@ expect_eq "(d) borrower2 has g, defined and shut off" "$(lv_virsh $B2 domstate g
 expect_eq "(d) ... with both mdev hostdevs, the NVMe's and the NIC's" \
 	"$(lv_virsh $B2 dumpxml --inactive g | xmllint --xpath "//hostdev[@type='mdev']/source/address/@uuid" - | xargs)" "uuid=$U uuid=$UN"
 expect "(d) no instance on borrower2 before the start" not lv_mdev_exists $B2 "$U"
-lv_note "definition moved unchanged (same mdev UUID)"
+lv_note "definition moved unchanged (same mdev UUIDs, both hostdevs)"
 
 lv_step "lender's agent stopped: virsh start on borrower2 refused; the agent started again"
 expect "(d) lender: the agent stops (SIGTERM)" ag_stop lender
