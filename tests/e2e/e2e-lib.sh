@@ -290,6 +290,15 @@ e2e_l2_end() {
 	expect_eq "L2 QEMU's exit status" "$rc" 0
 }
 
+# e2e_l2_finish VM S0 S1: the snapshots taken around a paused L2's phase kept in $RIGDIR (snapshot-0.txt,
+# snapshot-1.txt), then that L2 continued to its end (e2e_l2_end: its output in E2E_OUT).
+e2e_l2_finish() {
+	printf '%s\n' "$2" >"$RIGDIR/snapshot-0.txt"
+	printf '%s\n' "$3" >"$RIGDIR/snapshot-1.txt"
+	e2e_l2_continue "$1"
+	e2e_l2_end "$1"
+}
+
 # e2e_irqs OUT PHASE: the guest's NVMe interrupt count printed by e2e_fio_script.
 e2e_irqs() { sed -n "s/^E2E-IRQS $2 //p" <<<"$1"; }
 
@@ -633,4 +642,119 @@ e2e_remote_up() {
 	export RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=4G
 	rig_up --borrowers ${#vms[@]} --borrower-mem "$3"
 	e2e_remote_mdev "$1" "$2"
+}
+
+# A lender NIC's far end (tests with RIG_LENDER_EXTRA="-netdev user,... -device NIC,..."): QEMU's user-mode
+# network on the lender, whose 10.0.2.2 is L0's loopback. e2e_http_up MIB: on L0, a fresh random blob of
+# MIB MiB served by l0-http.py (in $E2E_HTTP, its port in $E2E_HTTP_PORT) until the test exits.
+e2e_http_up() {
+	E2E_HTTP=$RIGDIR/l0-http
+	rm -rf "$E2E_HTTP"
+	mkdir -p "$E2E_HTTP"
+	head -c $(($1 << 20)) /dev/urandom >"$E2E_HTTP/blob"
+	python3 "$E2E_LIB/l0-http.py" "$E2E_HTTP" 2>"$E2E_HTTP/log" &
+	E2E_HTTP_PID=$!
+	trap 'kill $E2E_HTTP_PID 2>/dev/null || true' EXIT
+	# Python can take seconds to start on a loaded machine.
+	for _ in $(seq 300); do
+		[ -s "$E2E_HTTP/port" ] || ! kill -0 $E2E_HTTP_PID 2>/dev/null && break
+		sleep 0.2
+	done
+	expect "L0: the HTTP server listens" test -s "$E2E_HTTP/port"
+	E2E_HTTP_PORT=$(cat "$E2E_HTTP/port")
+	echo "L0 HTTP server on 127.0.0.1:$E2E_HTTP_PORT (pid $E2E_HTTP_PID)"
+}
+
+# Guest script text: eth0 up at slirp's usual guest address (the L2's small kernel has no AF_PACKET for a
+# DHCP client), then its link ("E2E-ETH0 up", "E2E-CARRIER 0|1").
+E2E_GUEST_ETH0_UP='ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up && echo "E2E-ETH0 up"
+# The link comes up once the emulated PHY'"'"'s autonegotiation is done.
+for i in $(seq 60); do [ "$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 1; done
+echo "E2E-CARRIER $(cat /sys/class/net/eth0/carrier 2>/dev/null)"'
+
+# e2e_transfer_script TAG: guest script text: download the blob from e2e_http_up's server ("E2E-GET rc=N",
+# "E2E-SHA256 HASH"), upload it back under TAG ("E2E-POST rc=N"); sets get and post to the exit codes.
+e2e_transfer_script() {
+	cat <<EOF
+# (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
+timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$E2E_HTTP_PORT/blob; get=\$?; echo "E2E-GET rc=\$get"
+echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
+# By hand through nc: busybox wget's --post-file stops at the first NUL byte.
+{ printf 'POST /upload/$1 HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
+	nc -w 60 10.0.2.2 $E2E_HTTP_PORT >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; post=\$?; echo "E2E-POST rc=\$post"
+EOF
+}
+
+# e2e_expect_transfer OUT TAG: the guest's eth0 came up with its link, and its e2e_transfer_script TAG moved
+# the blob both ways: the download and upload succeeded, the guest's sha256 of the download is the blob's,
+# and on L0 the server stored the upload under TAG with exactly the blob's bytes (checks "(a)" and "(b)").
+e2e_expect_transfer() {
+	expect "(a) eth0 came up" grep -q '^E2E-ETH0 up' <<<"$1"
+	expect "(a) ... with its link (carrier)" grep -q '^E2E-CARRIER 1' <<<"$1"
+	expect_eq "(b) guest: the download succeeded" "$(sed -n 's/^E2E-GET rc=//p' <<<"$1")" 0
+	expect_eq "(b) guest: the upload succeeded" "$(sed -n 's/^E2E-POST rc=//p' <<<"$1")" 0
+	expect_eq "(b) L0: the guest's sha256 of the download is the blob's" \
+		"$(sed -n 's/^E2E-SHA256 //p' <<<"$1")" "$(sha256sum "$E2E_HTTP/blob" | cut -d' ' -f1)"
+	expect "(b) L0: the server stored this run's upload ($2)" test -f "$E2E_HTTP/upload-$2"
+	expect "(b) L0: the upload is the blob, byte for byte" cmp "$E2E_HTTP/blob" "$E2E_HTTP/upload-$2"
+	echo "L0 server log:"
+	sed 's/^/    /' "$E2E_HTTP/log"
+}
+
+# e2e_nic_transfer VM UUID TAG: the transfer of e2e_http_up's blob by an L2 guest of VM (512 MiB) whose
+# only device is the mdev UUID, the lender's NIC ($AG_LENT): eth0 up, then e2e_transfer_script TAG between
+# two pauses, checked (e2e_expect_transfer); E2E_S0 and E2E_S1 are the counters of both hosts (e2e_snapshot) around it, E2E_IRQ_INDEX the
+# VFIO IRQ index the lender's agent armed for the lease meanwhile, E2E_OUT the guest's output: the
+# transfer's lines, "E2E-NET-IRQS before|after N" (eth0's interrupts in /proc/interrupts), "E2E-IRQ-LINE"
+# (its lines there) and "E2E-MSI-IRQ N KIND" (the NIC's msi_irqs: msi or msix). Prints the times.
+e2e_nic_transfer() {
+	local vm=$1 uuid=$2 tag=$3 script t0 t1 t2
+	script=$(
+		cat <<EOF
+$E2E_GUEST_PAUSE
+irqs() { awk '/eth0/ { for (i = 2; i <= NF && \$i ~ /^[0-9]+\$/; i++) n += \$i } END { print n + 0 }' /proc/interrupts; }
+$E2E_GUEST_ETH0_UP
+nic=\$(basename \$(readlink /sys/class/net/eth0/device))
+for f in /sys/bus/pci/devices/\$nic/msi_irqs/*; do [ -e \$f ] && echo "E2E-MSI-IRQ \${f##*/} \$(cat \$f)"; done
+echo "E2E-NET-IRQS before \$(irqs)"
+e2e_pause net
+$(e2e_transfer_script "$tag")
+e2e_pause net-done
+sed -n 's/^ *eth0:/E2E-NETDEV eth0:/p' /proc/net/dev
+dmesg | grep -E 'e1000|eth0' | tail -n 8 | sed 's/^/E2E-DMESG /'
+grep eth0 /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
+echo "E2E-NET-IRQS after \$(irqs)"
+[ \$get = 0 ] && [ \$post = 0 ]
+EOF
+	)
+	t0=$SECONDS
+	e2e_l2_start "$vm" 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$uuid
+	expect "L2 booted and reached the transfer" e2e_l2_wait "$vm" net 900
+	E2E_S0=$(e2e_snapshot "$vm")
+	E2E_IRQ_INDEX=$(rig_run "$AG_LENDER" -- "jq -r --arg p $AG_LENT \
+'.devices[] | select(.pci == \$p) | .lease.irqs.index' /var/lib/farpass/state.json" || true)
+	t1=$SECONDS
+	e2e_l2_continue "$vm"
+	expect "L2 finished the transfer" e2e_l2_wait "$vm" net-done 1200
+	t2=$SECONDS
+	E2E_S1=$(e2e_snapshot "$vm")
+	# The lender's side, for a failed transfer: the device's command and status registers (INTx disabled,
+	# interrupt pending), its interrupt lines and the kernel's last words.
+	rig_run "$AG_LENDER" -- "echo command=\$(setpci -s $AG_LENT COMMAND) status=\$(setpci -s $AG_LENT STATUS)
+grep vfio /proc/interrupts; dmesg | tail -n 8" | sed 's/^/    lender> /' || true
+	e2e_l2_finish "$vm" "$E2E_S0" "$E2E_S1"
+	echo "L2 boot + transfer + power-off: $((SECONDS - t0)) s; the transfer: $((t2 - t1)) s"
+	grep -E '^(L2-|E2E-)' <<<"$E2E_OUT" | sed 's/^/    L2> /'
+	expect "L2 booted" grep -q '^L2-BOOTED' <<<"$E2E_OUT"
+	e2e_expect_transfer "$E2E_OUT" "$tag"
+	expect_eq "L2's script exited with status" "$(sed -n 's/^L2-SCRIPT-RC //p' <<<"$E2E_OUT")" 0
+}
+
+# e2e_expect_nic_irqs LABEL: eth0's interrupts of an e2e_nic_transfer were counted during the transfer.
+e2e_expect_nic_irqs() {
+	local before after
+	before=$(sed -n 's/^E2E-NET-IRQS before //p' <<<"$E2E_OUT")
+	after=$(sed -n 's/^E2E-NET-IRQS after //p' <<<"$E2E_OUT")
+	expect "$1 guest /proc/interrupts: eth0 interrupts counted during the transfer ($before -> $after)" \
+		test "${after:-0}" -gt "${before:-0}"
 }

@@ -50,22 +50,7 @@ BLOB_MIB=4
 # The lender's NIC: slirp on L0 (its 10.0.2.2 is L0's loopback), no option ROM (the mdev passes none).
 RIG_LENDER_EXTRA="-netdev user,id=lnet -device e1000e,netdev=lnet,addr=0x9,romfile="
 
-# The L0 end: a fresh blob, the server on a port the kernel picks; stopped with the rig.
-srv=$RIGDIR/l0-http
-rm -rf "$srv"
-mkdir -p "$srv"
-head -c $((BLOB_MIB << 20)) /dev/urandom >"$srv/blob"
-python3 "$(dirname "$0")/l0-http.py" "$srv" 2>"$srv/log" &
-srv_pid=$!
-trap 'kill $srv_pid 2>/dev/null || true' EXIT
-# Python can take seconds to start on a loaded machine.
-for _ in $(seq 300); do
-	[ -s "$srv/port" ] || ! kill -0 $srv_pid 2>/dev/null && break
-	sleep 0.2
-done
-expect "L0: the HTTP server listens" test -s "$srv/port"
-port=$(cat "$srv/port")
-echo "L0 HTTP server on 127.0.0.1:$port (pid $srv_pid)"
+e2e_http_up $BLOB_MIB
 
 # The guest's 512 MiB are pinned in borrower1 for each device: two DMA windows of 512 MiB in link 1's MW2,
 # one in link 3's.
@@ -89,10 +74,7 @@ script=$(
 	cat <<EOF
 $E2E_GUEST_PAUSE
 irqs() { awk '/eth0/ { for (i = 2; i <= NF && \$i ~ /^[0-9]+\$/; i++) n += \$i } END { print n + 0 }' /proc/interrupts; }
-ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up && echo "E2E-ETH0 up"
-# The link comes up once the emulated PHY's autonegotiation is done.
-for i in \$(seq 60); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 1; done
-echo "E2E-CARRIER \$(cat /sys/class/net/eth0/carrier 2>/dev/null)"
+$E2E_GUEST_ETH0_UP
 echo "E2E-NET-IRQS before \$(irqs)"
 e2e_pause net
 # Each lender's NVMe by its serial (rig.sh): the driver numbers the controllers in probe order.
@@ -103,12 +85,7 @@ echo "E2E-NVME-DEVS lender=\$d1 lender2=\$d2"
 nvme_pid=\$!
 ( $(E2E_NVME='$d2' e2e_fio_script "$tag2") ) >/tmp/nvme2.out 2>&1 &
 nvme2_pid=\$!
-# (timeout, not wget -T: busybox 1.35 wget segfaults with -T)
-timeout 120 wget -q -O /tmp/blob http://10.0.2.2:$port/blob; get=\$?; echo "E2E-GET rc=\$get"
-echo "E2E-SHA256 \$(sha256sum /tmp/blob | cut -d' ' -f1)"
-# By hand through nc: busybox wget's --post-file stops at the first NUL byte.
-{ printf 'POST /upload/$tag HTTP/1.0\r\nContent-Length: %s\r\n\r\n' \$(wc -c </tmp/blob); cat /tmp/blob; } |
-	nc -w 60 10.0.2.2 $port >/tmp/up.out; grep -q '^HTTP/1.0 200' /tmp/up.out; post=\$?; echo "E2E-POST rc=\$post"
+$(e2e_transfer_script "$tag")
 wait \$nvme_pid; nvme=\$?
 wait \$nvme2_pid; nvme2=\$?
 cat /tmp/nvme.out
@@ -133,29 +110,17 @@ e2e_l2_continue $B
 expect "L2 finished the transfer" e2e_l2_wait $B net-done 1200
 t2=$SECONDS
 s1=$(e2e_snapshot $B)
-printf '%s\n' "$s0" >"$RIGDIR/snapshot-0.txt"
-printf '%s\n' "$s1" >"$RIGDIR/snapshot-1.txt"
-e2e_l2_continue $B
-e2e_l2_end $B
+e2e_l2_finish $B "$s0" "$s1"
 out=$E2E_OUT
 echo "L2 boot + transfer and fio + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB (fio beside it): $((t2 - t1)) s"
 grep -E '^(L2-|E2E-)' <<<"$out" | sed 's/^/    L2> /'
-echo "L0 server log:"
-sed 's/^/    /' "$srv/log"
 
 expect "L2 booted" grep -q '^L2-BOOTED' <<<"$out"
 expect "(a) the guest's stock e1000e driver bound the 82574L" grep -qE '0x8086:0x10d3 .*driver=e1000e' <<<"$out"
-expect "(a) eth0 came up" grep -q '^E2E-ETH0 up' <<<"$out"
-expect "(a) ... with its link (carrier)" grep -q '^E2E-CARRIER 1' <<<"$out"
 expect_eq "(a) the guest's stock nvme driver bound both NVMe" "$(grep -cE '0x1b36:0x0010 .*driver=nvme' <<<"$out")" 2
 expect "(a) ... one of each lender, by serial: $(sed -n 's/^E2E-NVME-DEVS //p' <<<"$out")" \
 	grep -qE '^E2E-NVME-DEVS lender=nvme[0-9]+n1 lender2=nvme[0-9]+n1$' <<<"$out"
-expect_eq "(b) guest: the download succeeded" "$(sed -n 's/^E2E-GET rc=//p' <<<"$out")" 0
-expect_eq "(b) guest: the upload succeeded" "$(sed -n 's/^E2E-POST rc=//p' <<<"$out")" 0
-expect_eq "(b) L0: the guest's sha256 of the download is the blob's" \
-	"$(sed -n 's/^E2E-SHA256 //p' <<<"$out")" "$(sha256sum "$srv/blob" | cut -d' ' -f1)"
-expect "(b) L0: the server stored this run's upload ($tag)" test -f "$srv/upload-$tag"
-expect "(b) L0: the upload is the blob, byte for byte" cmp "$srv/blob" "$srv/upload-$tag"
+e2e_expect_transfer "$out" "$tag"
 
 before=$(sed -n 's/^E2E-NET-IRQS before //p' <<<"$out")
 after=$(sed -n 's/^E2E-NET-IRQS after //p' <<<"$out")
