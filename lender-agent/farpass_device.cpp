@@ -355,8 +355,8 @@ void FarpassKernelPort::bar_map(const std::string &ntb, const std::string &pci, 
 		     std::to_string(win_offset) + " of NTB " + ntb + "'s BAR window");
 }
 
-void FarpassKernelPort::irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start,
-				   std::span<const int> fds)
+void FarpassKernelPort::irq_bridge_call(const std::string &ntb, std::uint32_t slot, std::uint32_t flags,
+				       std::uint32_t start, std::span<const int> fds, const std::string &what)
 {
 	const std::lock_guard<std::recursive_mutex> guard(lock_);
 	// The struct ends in a flexible array: one buffer of argsz bytes, as the kernel reads it.
@@ -364,17 +364,30 @@ void FarpassKernelPort::irq_bridge(const std::string &ntb, std::uint32_t slot, s
 	std::vector<std::uint64_t> buffer((argsz + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t));
 	auto *bridge = reinterpret_cast<farpass_irq_bridge *>(buffer.data());
 	bridge->argsz = static_cast<__u32>(argsz);
-	bridge->flags = fds.empty() ? FARPASS_IRQ_BRIDGE_F_CLEAR : 0;
+	bridge->flags = flags;
 	copy_name(bridge->ntb, ntb, "NTB PCI name");
 	bridge->irq_slot = slot;
 	bridge->start = start;
 	bridge->count = static_cast<__u32>(fds.size());
 	for (std::size_t i = 0; i < fds.size(); i++)
 		bridge->fds[i] = fds[i];
-	call(FARPASS_CMD_IRQ_BRIDGE, FARPASS_IOCTL_IRQ_BRIDGE, bridge,
-	     (fds.empty() ? "clearing interrupt slot " + std::to_string(slot)
-			  : "relaying " + std::to_string(fds.size()) + " vector(s) of interrupt slot " + std::to_string(slot)) +
-		     " on NTB " + ntb);
+	call(FARPASS_CMD_IRQ_BRIDGE, FARPASS_IOCTL_IRQ_BRIDGE, bridge, what + " on NTB " + ntb);
+}
+
+void FarpassKernelPort::irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start,
+				   std::span<const int> fds)
+{
+	irq_bridge_call(ntb, slot, fds.empty() ? FARPASS_IRQ_BRIDGE_F_CLEAR : 0, start, fds,
+			fds.empty() ? "clearing interrupt slot " + std::to_string(slot)
+				    : "relaying " + std::to_string(fds.size()) + " vector(s) of interrupt slot " +
+					      std::to_string(slot));
+}
+
+void FarpassKernelPort::irq_bridge_unmask(const std::string &ntb, std::uint32_t slot, int fd)
+{
+	const int fds[] = {fd};
+	irq_bridge_call(ntb, slot, FARPASS_IRQ_BRIDGE_F_UNMASK, 0, fds,
+			"relaying INTx unmasks of interrupt slot " + std::to_string(slot));
 }
 
 std::optional<std::uint64_t> FarpassKernelPort::link_down_ms(const std::string &ntb)

@@ -94,6 +94,7 @@ public:
 	void bar_map(const std::string &ntb, const std::string &pci, unsigned bar, std::uint64_t win_offset,
 		     std::uint64_t size, bool unmap) override;
 	void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start, std::span<const int> fds) override;
+	void irq_bridge_unmask(const std::string &ntb, std::uint32_t slot, int fd) override;
 	std::optional<std::uint64_t> link_down_ms(const std::string &ntb) override;
 
 	std::uint32_t kernel_version() const { const std::lock_guard<std::recursive_mutex> guard(lock_); return kernel_version_; }
@@ -104,6 +105,9 @@ private:
 	// Runs the ioctl; on failure throws AgentError(system_error, errno) naming it. A file whose VERSION
 	// is lost (EPROTO) or whose module went away is dropped, so the next available() reopens it.
 	void call(unsigned command, unsigned long request, void *argument, const std::string &what);
+	// IRQ_BRIDGE with these flags and fds (the struct ends in a flexible array).
+	void irq_bridge_call(const std::string &ntb, std::uint32_t slot, std::uint32_t flags, std::uint32_t start,
+			     std::span<const int> fds, const std::string &what);
 
 	DeviceOpener opener_;
 	// The daemon's request loop (lender role) and its borrower threads (loop and workers) share one port.

@@ -119,6 +119,9 @@ public:
 	// The kernel keeps its own references: the caller may close them afterwards.
 	virtual void irq_bridge(const std::string &ntb, std::uint32_t slot, std::uint32_t start,
 				std::span<const int> fds) = 0;
+	// Signals eventfd fd at each INTx unmask the peer of `ntb` sends for `slot` (the device's VFIO INTx
+	// unmask eventfd); clearing the slot (irq_bridge with no fds) drops it.
+	virtual void irq_bridge_unmask(const std::string &ntb, std::uint32_t slot, int fd) = 0;
 	// How long the link of this host's NTB `ntb` has been down (0 while up); nothing when the kernel
 	// cannot tell (no FARPASS_FEAT_LINK_STATUS, /dev/farpass unavailable, the NTB gone). Never throws.
 	virtual std::optional<std::uint64_t> link_down_ms(const std::string &ntb) = 0;

@@ -23,6 +23,7 @@ constexpr int state_version = 1;
 constexpr std::uint32_t config_space_size = 4096;
 constexpr std::uint64_t page_size = 4096;
 constexpr std::uint64_t huge_page = 2ull << 20; // the largest alignment a BAR needs for large IOMMU pages
+constexpr unsigned intx_irq_index = 0; // VFIO_PCI_INTX_IRQ_INDEX
 constexpr unsigned last_irq_index = 2; // VFIO_PCI_MSIX_IRQ_INDEX (INTx 0, MSI 1, MSI-X 2)
 constexpr std::uint64_t max_wall_ms = 1ull << 62; // a saved expiry time: room for the clock conversion
 
@@ -419,9 +420,21 @@ void Lender::arm_irqs(LentDevice &device, unsigned index, std::uint32_t count)
 		fds.push_back(eventfds.back().get());
 	}
 	device.vfio->set_irqs(index, fds);
+	bool relayed = false;
 	try {
 		kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, fds);
+		relayed = true;
+		if (index == intx_irq_index) { // level-triggered: the borrower's unmasks come back over the link
+			const Fd unmask(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+			if (unmask.get() < 0)
+				throw_system_error("eventfd for the INTx unmask of " + device.pci_address);
+			device.vfio->set_intx_unmask(unmask.get());
+			kernel_.irq_bridge_unmask(device.data_path_ntb, device.slot, unmask.get());
+		}
 	} catch (...) {
+		if (relayed)
+			attempt("clearing interrupt slot " + std::to_string(device.slot) + " of " + device.pci_address,
+				[&] { kernel_.irq_bridge(device.data_path_ntb, device.slot, 0, {}); });
 		device.vfio->set_irqs(index, {});
 		device.irqs.reset();
 		throw;

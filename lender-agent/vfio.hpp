@@ -23,6 +23,9 @@ public:
 	// VFIO_DEVICE_SET_IRQS on IRQ index `index` (VFIO_PCI_INTX/MSI/MSIX_IRQ_INDEX): trigger fds[i] for
 	// vector i; no fds disables the index.
 	virtual void set_irqs(unsigned index, std::span<const int> fds) = 0;
+	// VFIO_DEVICE_SET_IRQS ACTION_UNMASK on INTx (armed): each signal of fd unmasks the line VFIO
+	// automasked when it fired.
+	virtual void set_intx_unmask(int fd) = 0;
 	// VFIO_IOMMU_MAP_DMA: device DMA to [iova, iova + size) reaches process memory at vaddr.
 	virtual void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) = 0;
 	virtual void unmap_dma(std::uint64_t iova, std::uint64_t size) = 0;

@@ -63,20 +63,15 @@ public:
 
 	void set_irqs(unsigned index, std::span<const int> fds) override
 	{
-		// vfio_irq_set ends in a flexible array: one buffer of argsz bytes.
-		const std::size_t argsz = sizeof(vfio_irq_set) + fds.size() * sizeof(std::int32_t);
-		std::vector<std::uint64_t> buffer((argsz + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t));
-		auto *set = reinterpret_cast<vfio_irq_set *>(buffer.data());
-		set->argsz = static_cast<std::uint32_t>(argsz);
-		set->flags = VFIO_IRQ_SET_ACTION_TRIGGER | (fds.empty() ? VFIO_IRQ_SET_DATA_NONE : VFIO_IRQ_SET_DATA_EVENTFD);
-		set->index = index;
-		set->start = 0;
-		set->count = static_cast<std::uint32_t>(fds.size());
-		for (std::size_t i = 0; i < fds.size(); i++)
-			reinterpret_cast<std::int32_t *>(set->data)[i] = fds[i];
-		checked(::ioctl(device_.get(), VFIO_DEVICE_SET_IRQS, set),
-			address_ + ": VFIO_DEVICE_SET_IRQS index " + std::to_string(index) + " count " +
-				std::to_string(fds.size()));
+		set_irqs_call(VFIO_IRQ_SET_ACTION_TRIGGER | (fds.empty() ? VFIO_IRQ_SET_DATA_NONE : VFIO_IRQ_SET_DATA_EVENTFD),
+			      index, fds, "index " + std::to_string(index) + " count " + std::to_string(fds.size()));
+	}
+
+	void set_intx_unmask(int fd) override
+	{
+		const int fds[] = {fd};
+		set_irqs_call(VFIO_IRQ_SET_ACTION_UNMASK | VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_INTX_IRQ_INDEX, fds,
+			      "INTx unmask eventfd");
 	}
 
 	void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) override
@@ -110,6 +105,23 @@ public:
 	std::vector<int> descriptors() const override { return {container_.get(), group_.get(), device_.get()}; }
 
 private:
+	// VFIO_DEVICE_SET_IRQS with these flags and fds from vector 0 (vfio_irq_set ends in a flexible array:
+	// one buffer of argsz bytes).
+	void set_irqs_call(std::uint32_t flags, unsigned index, std::span<const int> fds, const std::string &what)
+	{
+		const std::size_t argsz = sizeof(vfio_irq_set) + fds.size() * sizeof(std::int32_t);
+		std::vector<std::uint64_t> buffer((argsz + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t));
+		auto *set = reinterpret_cast<vfio_irq_set *>(buffer.data());
+		set->argsz = static_cast<std::uint32_t>(argsz);
+		set->flags = flags;
+		set->index = index;
+		set->start = 0;
+		set->count = static_cast<std::uint32_t>(fds.size());
+		for (std::size_t i = 0; i < fds.size(); i++)
+			reinterpret_cast<std::int32_t *>(set->data)[i] = fds[i];
+		checked(::ioctl(device_.get(), VFIO_DEVICE_SET_IRQS, set), address_ + ": VFIO_DEVICE_SET_IRQS " + what);
+	}
+
 	// The group joins a container of its own, so the device's IOMMU domain holds only our mappings. The
 	// device is opened by its address through the group: an adopted group that does not hold it, or is
 	// in no container, fails here (a second open of an open device does not reset it).

@@ -124,7 +124,7 @@ void fp_vcfg_init(struct fp_vcfg *c, const struct farpass_bar bars[FARPASS_NUM_B
 	fp_set(c, FP_PCI_CAP_PTR, 1, FP_CFG_VIRT, 0, 0);	/* empty chain until the scan */
 	fp_set(c, 0x35, 7, FP_CFG_ZERO, 0, 0);			/* reserved */
 	fp_set(c, 0x3c, 1, FP_CFG_VIRT, 0, 0xff);		/* interrupt line: the guest's scratch */
-	fp_set(c, 0x3d, 1, FP_CFG_VIRT, 0, 0);			/* interrupt pin: INTx not bridged */
+	fp_set(c, FP_PCI_INTERRUPT_PIN, 1, FP_CFG_VIRT, 0, 0);	/* the lender's, from the scan */
 }
 
 static void fp_set_wmask(struct fp_vcfg *c, u32 off, u32 len, u8 wmask)
@@ -163,6 +163,14 @@ int fp_vcfg_scan_caps(struct fp_vcfg *c, fp_cfg_read_fn read, void *ctx)
 	c->nr_kept = c->nr_hidden = 0;
 	c->msi = c->msix = 0;
 	c->vconf[FP_PCI_CAP_PTR] = 0;
+	/*
+	 * The pin the lender's vfio-pci shows (0 when it offers no INTx): read-only, and what the INTx
+	 * index's count follows. A value outside INTA..INTD is the peer's mistake: no INTx.
+	 */
+	ret = read(ctx, FP_PCI_INTERRUPT_PIN, 1, &val);
+	if (ret)
+		return ret;
+	c->vconf[FP_PCI_INTERRUPT_PIN] = val <= 4 ? (u8)val : 0;
 	ret = read(ctx, FP_PCI_STATUS, 2, &val);
 	if (ret)
 		return ret;

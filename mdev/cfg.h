@@ -38,6 +38,7 @@ extern "C" {
 #define FP_PCI_STATUS_CAPS	0x0010
 #define FP_PCI_BAR0		0x10
 #define FP_PCI_CAP_PTR		0x34
+#define FP_PCI_INTERRUPT_PIN	0x3d
 
 enum fp_cfg_kind {
 	FP_CFG_FWD = 0,

@@ -237,10 +237,12 @@ static long fp_ioctl_irq_bridge(void __user *uarg)
 
 	if (copy_from_user(&b, uarg, sizeof(b)))
 		return -EFAULT;
-	if (b.flags & ~FARPASS_IRQ_BRIDGE_F_CLEAR || b.pad || b.irq_slot >= FARPASS_IRQ_SLOTS ||
+	if (b.flags & ~(FARPASS_IRQ_BRIDGE_F_CLEAR | FARPASS_IRQ_BRIDGE_F_UNMASK) || b.pad ||
+	    b.irq_slot >= FARPASS_IRQ_SLOTS ||
 	    b.start > FARPASS_IRQ_VECTORS || b.count > FARPASS_IRQ_VECTORS - b.start ||
 	    b.argsz != sizeof(b) + b.count * sizeof(*fds) ||
-	    (b.flags & FARPASS_IRQ_BRIDGE_F_CLEAR && b.count))
+	    (b.flags & FARPASS_IRQ_BRIDGE_F_CLEAR && b.count) ||
+	    (b.flags & FARPASS_IRQ_BRIDGE_F_UNMASK && (b.start || b.count != 1)))
 		return -EINVAL;
 	if (!fp_string_ok(b.ntb, sizeof(b.ntb), false))
 		return -ENODEV;

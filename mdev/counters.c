@@ -74,6 +74,9 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_DMA_QUARANTINED]	= "dma_quarantined",
 	[FP_C_UPCALL_BUSY]	= "upcall_busy",
 	[FP_C_IRQ_RESYNCS]	= "irq_resyncs",
+	[FP_C_INTX_UNMASKS_POSTED]	= "intx_unmasks_posted",
+	[FP_C_INTX_UNMASKS_SIGNALLED]	= "intx_unmasks_signalled",
+	[FP_C_INTX_MASKED]	= "intx_masked",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

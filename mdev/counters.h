@@ -67,6 +67,9 @@ enum fp_counter {
 	FP_C_DMA_QUARANTINED,	/* G DMA window ranges kept after a RETURN the lender did not confirm */
 	FP_C_UPCALL_BUSY,	/* E upcalls refused: their instance's share stayed full (-EBUSY) */
 	FP_C_IRQ_RESYNCS,	/* E every vector delivered once after a corrupt mailbox HEAD */
+	FP_C_INTX_UNMASKS_POSTED,	/* E borrower: INTx unmasks posted to the lender */
+	FP_C_INTX_UNMASKS_SIGNALLED,	/* E lender: ... received and signalled to vfio-pci */
+	FP_C_INTX_MASKED,	/* E borrower: INTx deliveries while masked (not signalled) */
 	FP_C_NR
 };
 

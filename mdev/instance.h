@@ -36,7 +36,7 @@ struct vm_area_struct;
  * guards pend (forwarded config writes kept until the borrow) and the forwarded writes themselves;
  * state_lock (spinlock) the shadow, the flags and the ERR/REQ eventfds, never held across an upcall;
  * dma_lock (mutex) the DMA window's pages, between borrow/return and the VFIO user's unmaps; irq_lock
- * (spinlock, irqsave: the bridge delivers in hard-irq context) the MSI/MSI-X eventfds; bar_lock (mutex)
+ * (spinlock, irqsave: the bridge delivers in hard-irq context) the interrupt eventfds; bar_lock (mutex)
  * the BAR ioremaps. Order: bm_lock -> dma_lock; bm_lock -> state_lock; bm_lock -> irq_lock.
  * refill (delayed work) takes dma_lock; it is cancelled at close, outside the locks.
  */
@@ -63,10 +63,12 @@ struct fp_mdev {
 	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
 	struct fp_dmauser *dmauser;	/* the VFIO user's unmaps in flight (dmauser.c); open..close */
 
-	spinlock_t irq_lock;		/* the MSI/MSI-X triggers; irqsave (hard-irq delivery) */
-	int irq_index;			/* MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
+	spinlock_t irq_lock;		/* the INTx/MSI/MSI-X triggers; irqsave (hard-irq delivery) */
+	int irq_index;			/* INTx, MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
 	u32 irq_count;			/* vectors enabled; as irq_index */
 	struct eventfd_ctx **irq_trig;	/* irq_count triggers, NULL = none; as irq_index */
+	bool intx_masked;		/* irq_lock: INTx automasked at delivery, or masked by the user */
+	struct virqfd *intx_unmask;	/* bm_lock: the VFIO user's INTx unmask eventfd */
 
 	struct mutex bar_lock;		/* bar_io, bar_leased; under bm_lock, and mmap_lock (faults) */
 	void __iomem *bar_io[FARPASS_NUM_BARS];	/* trapped BAR accesses; bar_lock, unmapped at close */

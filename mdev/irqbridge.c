@@ -17,6 +17,10 @@
  * flap too short for the link work to see leaves the old session running: at worst every vector is
  * delivered once more (a resynchronising drain), which MSI semantics allow.
  *
+ * INTx (docs/mdev.md "INTx"): the borrower posts each unmask of a lent device's INTx back to the lender
+ * in the same mailbox geometry, at the slot FP_IRQ_UNMASK_SLOT(slot); the lender's consumer signals the
+ * unmask eventfd the agent gave it and vfio-pci (IRQ_BRIDGE_F_UNMASK): the level-triggered round trip.
+ *
  * debugfs: <link dir>/irq, state and counts; writing "hold" stops draining (doorbells are still
  * cleared), "release" drains and resumes, "clear" forgets the deliveries listed as "seen".
  *
@@ -27,6 +31,7 @@
  */
 #include <linux/bitmap.h>
 #include <linux/debugfs.h>
+#include <linux/eventfd.h>
 #include <linux/file.h>
 #include <linux/io.h>
 #include <linux/iommu.h>
@@ -38,6 +43,7 @@
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 
+#include "compat.h"
 #include "counters.h"
 #include "fp.h"
 #include "irqbridge.h"
@@ -52,20 +58,27 @@
  */
 #define FP_IRQ_ORDER		8
 /*
- * The bulk of a drain (a bitmap scan: up to 32768 deliveries; a resync: all 32768) runs in a work
+ * The bulk of a drain (a bitmap scan: up to 65536 deliveries; a resync: all 65536) runs in a work
  * item, no sooner than these after the previous one: a peer that toggles OVF or writes garbage HEADs
  * costs us that much at most. Nothing is lost meanwhile: what is owed stays owed (mailbox.h).
  */
 #define FP_IRQ_SCAN_GAP		msecs_to_jiffies(10)
 #define FP_IRQ_RESYNC_GAP	HZ
-#define FP_IRQ_NR_BITS		(FARPASS_IRQ_SLOTS * FARPASS_IRQ_VECTORS)
+/*
+ * Device slots of a mailbox: the sender's lent devices' interrupts (slot < FARPASS_IRQ_SLOTS, lender to
+ * borrower) and, above them, INTx unmasks of the receiver's lent devices (FP_IRQ_UNMASK_SLOT(slot),
+ * vector 0, borrower to lender). Both directions of a link may carry both: each host may lend.
+ */
+#define FP_IRQ_NR_DEV		(2 * FARPASS_IRQ_SLOTS)
+#define FP_IRQ_UNMASK_SLOT(slot) (FARPASS_IRQ_SLOTS + (slot))
+#define FP_IRQ_NR_BITS		(FP_IRQ_NR_DEV * FARPASS_IRQ_VECTORS)
 #define FP_IRQ_RING_BYTES	((FP_MBOX_RING + (1u << FP_IRQ_ORDER) + FP_IRQ_NR_BITS / 32) * 4)
 static_assert(FP_IRQ_RING_BYTES <= FP_XWIN_DMA_TAIL);
 static_assert(FP_MBOX_ACK_WORDS * 4 <= FP_XWIN_BAR_TAIL);
 
 static const struct fp_mbox_geom fp_irq_geom = {
 	.order = FP_IRQ_ORDER,
-	.nr_dev = FARPASS_IRQ_SLOTS,
+	.nr_dev = FP_IRQ_NR_DEV,
 	.nr_vec = FARPASS_IRQ_VECTORS,
 };
 
@@ -101,6 +114,15 @@ struct fp_irq {
 	struct page *ring_pages;	/* our consumer's ring area */
 	void __iomem *ack_io;		/* the peer's ack area */
 	struct fp_irq_target targets[FARPASS_IRQ_SLOTS];	/* cons_lock */
+	/* Lender: the INTx unmask eventfd (IRQ_BRIDGE_F_UNMASK) of each slot; cons_lock and hook_lock */
+	struct fp_irq_unmask {
+		struct eventfd_ctx *ctx;
+		/*
+		 * Held as the hooks' are: vfio-pci polls this eventfd (a virqfd), and the last close of
+		 * the file would unhook it (EPOLLHUP) once the agent closed its fd.
+		 */
+		struct file *file;
+	} unmask[FARPASS_IRQ_SLOTS];
 	unsigned long *seen;		/* cons_lock: slot * FARPASS_IRQ_VECTORS + vector received */
 	struct delayed_work bulk;	/* the drain's bulk, out of hard irq */
 	unsigned long bulk_next;	/* cons_lock: no bulk run before this (jiffies) */
@@ -144,13 +166,32 @@ static u64 fp_irq_ack_off(struct fp_link *link)
 
 /* ------------------------------------------------------------------------------ consumer */
 
+/*
+ * An unmask from the borrower of our device in @slot: its VFIO INTx unmask eventfd (vfio-pci unmasks
+ * the line; one still asserted fires again). Anything else there is the peer's mistake: dropped.
+ */
+static void fp_irq_unmask_deliver(struct fp_irq *irq, u32 slot, u32 vec)
+{
+	if (!vec && irq->unmask[slot].ctx) {
+		fp_eventfd_signal(irq->unmask[slot].ctx);
+		fp_count(FP_C_INTX_UNMASKS_SIGNALLED, 1);
+	} else {
+		fp_count(FP_C_IRQ_DROPPED, 1);
+	}
+}
+
 static void fp_irq_deliver(void *ctx, u32 slot, u32 vec)
 {
 	struct fp_irq *irq = ctx;
-	struct fp_irq_target *t = &irq->targets[slot];
+	struct fp_irq_target *t;
 
 	lockdep_assert_held(&irq->cons_lock);
 	__set_bit(slot * FARPASS_IRQ_VECTORS + vec, irq->seen);
+	if (slot >= FARPASS_IRQ_SLOTS) {	/* the mailbox checked slot < FP_IRQ_NR_DEV */
+		fp_irq_unmask_deliver(irq, slot - FARPASS_IRQ_SLOTS, vec);
+		return;
+	}
+	t = &irq->targets[slot];
 	if (t->fn) {
 		t->fn(t->ctx, vec);
 		fp_count(FP_C_IRQ_DELIVERED, 1);
@@ -252,28 +293,43 @@ void fp_irq_detach(struct fp_link *link, u32 slot)
 
 /* ------------------------------------------------------------------------------ producer */
 
-/* vfio_virqfd handler: the eventfd's wake-up, atomic context, any CPU. */
-static int fp_irq_fired(void *opaque, void *data)
+/* Post (@slot, @vec) to the peer and ring its doorbell; any context. 1 overflowed, -ENOLINK not up. */
+static int fp_irq_post(struct fp_irq *irq, u32 slot, u32 vec)
 {
-	struct fp_irq *irq = opaque;
-	struct fp_irq_hook *h = data;
 	unsigned long flags;
 	int ret = -ENOLINK;
 
 	spin_lock_irqsave(&irq->prod_lock, flags);
 	if (irq->prod_on)
-		ret = fp_mbox_post(&irq->prod, h->slot, h->vec);
+		ret = fp_mbox_post(&irq->prod, slot, vec);
 	spin_unlock_irqrestore(&irq->prod_lock, flags);
-	if (ret < 0) {
-		fp_count(FP_C_IRQ_UNPOSTED, 1);
-		return 0;
-	}
-	fp_count(FP_C_IRQ_POSTED, 1);
+	if (ret < 0)
+		return ret;
 	if (ret)
 		fp_count(FP_C_IRQ_OVERFLOWS, 1);
 	wmb();	/* the ring's write-combined stores before the doorbell's uncached one */
 	ntb_peer_db_set(irq->link->ntb, BIT_ULL(FP_DB_IRQ));
+	return ret;
+}
+
+/* vfio_virqfd handler: the eventfd's wake-up, atomic context, any CPU. */
+static int fp_irq_fired(void *opaque, void *data)
+{
+	struct fp_irq_hook *h = data;
+
+	fp_count(fp_irq_post(opaque, h->slot, h->vec) < 0 ? FP_C_IRQ_UNPOSTED : FP_C_IRQ_POSTED, 1);
 	return 0;
+}
+
+int fp_irq_post_unmask(struct fp_link *link, u32 slot)
+{
+	int ret;
+
+	if (!link->irq || slot >= FARPASS_IRQ_SLOTS)
+		return -EINVAL;
+	ret = fp_irq_post(link->irq, FP_IRQ_UNMASK_SLOT(slot), 0);
+	fp_count(ret < 0 ? FP_C_IRQ_UNPOSTED : FP_C_INTX_UNMASKS_POSTED, 1);
+	return ret < 0 ? ret : 0;
 }
 
 static void fp_irq_unhook(struct fp_irq *irq, unsigned long idx)
@@ -341,6 +397,42 @@ static void fp_irq_unhook_range(struct fp_irq *irq, u32 slot, u32 start, u32 cou
 		fp_irq_unhook(irq, idx);
 }
 
+/* Swap in @u (none: zeroed) as the unmask eventfd of our device in @slot; the old one is released. */
+static void fp_irq_set_unmask(struct fp_irq *irq, u32 slot, struct fp_irq_unmask u)
+{
+	unsigned long flags;
+
+	lockdep_assert_held(&irq->hook_lock);
+	spin_lock_irqsave(&irq->cons_lock, flags);
+	swap(irq->unmask[slot], u);
+	spin_unlock_irqrestore(&irq->cons_lock, flags);
+	if (u.ctx) {
+		eventfd_ctx_put(u.ctx);
+		fput(u.file);
+		fp_count(FP_C_IRQ_HOOKS, -1);
+	}
+}
+
+/* IRQ_BRIDGE_F_UNMASK: fds[0] (-1: none) becomes the slot's unmask eventfd. */
+static int fp_irq_bridge_unmask(struct fp_irq *irq, u32 slot, s32 fd)
+{
+	struct fp_irq_unmask u = { NULL, NULL };
+
+	if (fd != -1) {
+		u.file = fget(fd);
+		if (!u.file)
+			return -EBADF;
+		u.ctx = eventfd_ctx_fileget(u.file);
+		if (IS_ERR(u.ctx)) {
+			fput(u.file);
+			return -EBADF;
+		}
+		fp_count(FP_C_IRQ_HOOKS, 1);
+	}
+	fp_irq_set_unmask(irq, slot, u);
+	return 0;
+}
+
 int fp_irq_bridge(const struct farpass_irq_bridge *b, const s32 *fds)
 {
 	struct fp_link *link;
@@ -360,8 +452,14 @@ int fp_irq_bridge(const struct farpass_irq_bridge *b, const s32 *fds)
 		goto out_unlock;
 	}
 	mutex_lock(&irq->hook_lock);
-	if (b->flags & FARPASS_IRQ_BRIDGE_F_CLEAR)
+	if (b->flags & FARPASS_IRQ_BRIDGE_F_CLEAR) {
 		fp_irq_unhook_range(irq, b->irq_slot, 0, FARPASS_IRQ_VECTORS);
+		fp_irq_set_unmask(irq, b->irq_slot, (struct fp_irq_unmask){});
+	}
+	if (b->flags & FARPASS_IRQ_BRIDGE_F_UNMASK) {
+		ret = fp_irq_bridge_unmask(irq, b->irq_slot, fds[0]);
+		goto out_unlock_hooks;
+	}
 	for (i = 0; i < b->count; i++) {
 		if (fds[i] == -1)
 			fp_irq_unhook_range(irq, b->irq_slot, b->start + i, 1);
@@ -373,6 +471,7 @@ int fp_irq_bridge(const struct farpass_irq_bridge *b, const s32 *fds)
 			break;
 		}
 	}
+out_unlock_hooks:
 	mutex_unlock(&irq->hook_lock);
 out_unlock:
 	mutex_unlock(&fp_lock);
@@ -455,7 +554,7 @@ static int fp_irq_show(struct seq_file *s, void *unused)
 	seq_printf(s, "consumer %s%s\ndelivered %llu\nbad %llu\nscans %llu\nresyncs %llu\n",
 		   irq->cons_on ? "on" : "off", irq->held ? " held" : "", irq->cons.delivered,
 		   irq->cons.bad, irq->cons.scans, irq->cons.resyncs);
-	for (slot = 0; slot < FARPASS_IRQ_SLOTS; slot++) {
+	for (slot = 0; slot < FP_IRQ_NR_DEV; slot++) {
 		unsigned long *bits = irq->seen + BIT_WORD(slot * FARPASS_IRQ_VECTORS);
 
 		if (!bitmap_empty(bits, FARPASS_IRQ_VECTORS))
@@ -604,6 +703,8 @@ static void fp_irq_link_exit(struct fp_link *link)
 	mutex_lock(&irq->hook_lock);
 	xa_for_each(&irq->hooks, idx, h)
 		fp_irq_unhook(irq, idx);
+	for (idx = 0; idx < FARPASS_IRQ_SLOTS; idx++)
+		fp_irq_set_unmask(irq, idx, (struct fp_irq_unmask){});
 	mutex_unlock(&irq->hook_lock);
 	xa_destroy(&irq->hooks);
 	fp_irq_link_down(link);

@@ -9,6 +9,7 @@
  * Borrower (consumer): the FP_DB_IRQ doorbell drains the ring in the interrupt handler and calls the
  * target attached to (link, irq_slot) for each vector; the ack area is on the last page of the peer's
  * BAR window (our outbound window FARPASS_MW_BAR).
+ * INTx unmasks go the other way, borrower to lender, in the same mailboxes (irqbridge.c).
  * Both mailboxes of a link (re)start at the peer's first HELLO after link up (irqbridge.c says why);
  * link down stops them.
  */
@@ -30,6 +31,12 @@ typedef void (*fp_irq_deliver_fn)(void *ctx, u32 vector);
 int fp_irq_attach(struct fp_link *link, u32 slot, fp_irq_deliver_fn fn, void *ctx);
 /* After it returns no call of the old target runs or will run. Never call from a target. */
 void fp_irq_detach(struct fp_link *link, u32 slot);
+
+/*
+ * Borrower: tell the lender that the VFIO user unmasked the INTx of its device in @slot (the lender's
+ * vfio-pci automasked it when it fired). Any context. -EINVAL slot or no data path, -ENOLINK link down.
+ */
+int fp_irq_post_unmask(struct fp_link *link, u32 slot);
 
 /* Lender: FARPASS_IOCTL_IRQ_BRIDGE (header validated by the chardev, fds copied in). */
 int fp_irq_bridge(const struct farpass_irq_bridge *b, const s32 *fds);

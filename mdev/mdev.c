@@ -11,7 +11,8 @@
  * Data path (docs/mdev.md "BAR and DMA windows"): BAR regions are mmapped from the outbound window
  * FARPASS_MW_BAR at the slot the lender announced, but for the MSI-X table/PBA pages, whose accesses are
  * trapped and go through an ioremap of the same window; bus-master enable builds the DMA window
- * (dmawin.c) before BORROW; MSI/MSI-X eventfds from SET_IRQS are signalled by the interrupt bridge.
+ * (dmawin.c) before BORROW; INTx/MSI/MSI-X eventfds from SET_IRQS are signalled by the interrupt bridge,
+ * INTx unmasks go back to the lender over it.
  */
 #include <linux/bitfield.h>
 #include <linux/eventfd.h>
@@ -243,20 +244,66 @@ static void fp_cfg_replay(struct fp_mdev *fm)
 	fp_cfg_pend_drop(fm);
 }
 
-/* The interrupt bridge delivers a vector of our irq_slot (hard-irq context). */
+/*
+ * The interrupt bridge delivers a vector of our irq_slot (hard-irq context). INTx is level-triggered
+ * and automasked, as vfio-pci's: a delivery masks it until the VFIO user unmasks (fp_intx_unmask());
+ * the lender's vfio-pci masked its line too, so one delivered while masked is not lost: the line,
+ * still asserted, fires again once the unmask reaches the lender.
+ */
 static void fp_irq_deliver(void *ctx, u32 vector)
 {
 	struct fp_mdev *fm = ctx;
 	unsigned long flags;
-	bool signalled = false;
+	enum fp_counter what = FP_C_IRQ_NO_EVENTFD;
 
 	spin_lock_irqsave(&fm->irq_lock, flags);
 	if (vector < fm->irq_count && fm->irq_trig[vector]) {
-		fp_eventfd_signal(fm->irq_trig[vector]);
-		signalled = true;
+		if (fm->irq_index == VFIO_PCI_INTX_IRQ_INDEX && fm->intx_masked) {
+			what = FP_C_INTX_MASKED;
+		} else {
+			fm->intx_masked = fm->irq_index == VFIO_PCI_INTX_IRQ_INDEX;
+			fp_eventfd_signal(fm->irq_trig[vector]);
+			what = FP_C_IRQ_SIGNALLED;
+		}
 	}
 	spin_unlock_irqrestore(&fm->irq_lock, flags);
-	fp_count(signalled ? FP_C_IRQ_SIGNALLED : FP_C_IRQ_NO_EVENTFD, 1);
+	fp_count(what, 1);
+}
+
+/*
+ * The VFIO user unmasks INTx (SET_IRQS ACTION_UNMASK, or its unmask eventfd: any context). Only a
+ * masked one goes to the lender, so a VFIO user cannot make the link carry more unmasks than the
+ * device raised interrupts, plus one per MASK.
+ */
+static void fp_intx_unmask(struct fp_mdev *fm)
+{
+	unsigned long flags;
+	bool post;
+
+	spin_lock_irqsave(&fm->irq_lock, flags);
+	post = fm->irq_index == VFIO_PCI_INTX_IRQ_INDEX && fm->intx_masked;
+	fm->intx_masked = false;
+	spin_unlock_irqrestore(&fm->irq_lock, flags);
+	/* Not borrowed: the lender armed nothing, its next arming starts unmasked. */
+	if (post && READ_ONCE(fm->borrowed))
+		fp_irq_post_unmask(fm->rdev->link, fm->rdev->desc.irq_slot);
+}
+
+static int fp_intx_unmask_fired(void *opaque, void *unused)
+{
+	fp_intx_unmask(opaque);
+	return 0;
+}
+
+/* The INTx unmask eventfd: @fd, or none (-1). bm_lock held. */
+static int fp_intx_unmask_fd(struct fp_mdev *fm, s32 fd)
+{
+	lockdep_assert_held(&fm->bm_lock);
+	if (fd < 0) {
+		vfio_virqfd_disable(&fm->intx_unmask);
+		return 0;
+	}
+	return vfio_virqfd_enable(fm, fp_intx_unmask_fired, NULL, NULL, &fm->intx_unmask, fd);
 }
 
 /* Swap in a new trigger table (NULL: none) for @index; the old one's eventfds are released. */
@@ -272,6 +319,7 @@ static void fp_irq_swap(struct fp_mdev *fm, int index, u32 count, struct eventfd
 	fm->irq_trig = trig;
 	fm->irq_count = count;
 	fm->irq_index = index;
+	fm->intx_masked = false;	/* the lender arms it unmasked */
 	spin_unlock_irq(&fm->irq_lock);
 	for (i = 0; old && i < n; i++)
 		if (old[i])
@@ -279,9 +327,13 @@ static void fp_irq_swap(struct fp_mdev *fm, int index, u32 count, struct eventfd
 	kfree(old);
 }
 
-/* MSI/MSI-X off locally (close, DATA_NONE with count 0); the caller tells the lender if borrowed. */
+/*
+ * INTx/MSI/MSI-X off locally (close, DATA_NONE with count 0), INTx's unmask eventfd with it (as
+ * vfio-pci); the caller tells the lender if borrowed.
+ */
 static void fp_irq_disable(struct fp_mdev *fm)
 {
+	fp_intx_unmask_fd(fm, -1);
 	fp_irq_swap(fm, -1, 0, NULL);
 }
 
@@ -325,7 +377,7 @@ static void fp_return(struct fp_mdev *fm)
 
 /*
  * Lazy borrow at bus-master enable: the DMA window is built first (the agent serving BORROW reads its
- * layout with DMA_LAYOUT), then BORROW, then the interrupt bridge and the current MSI/MSI-X state.
+ * layout with DMA_LAYOUT), then BORROW, then the interrupt bridge and the current interrupt state.
  */
 static int fp_borrow(struct fp_mdev *fm)
 {
@@ -699,11 +751,14 @@ static u32 fp_irq_max(struct fp_mdev *fm, u32 index)
 		if (index == VFIO_PCI_MSIX_IRQ_INDEX)
 			return (le16_to_cpu(ctrl) & PCI_MSIX_FLAGS_QSIZE) + 1;
 		return 1U << min_t(u32, FIELD_GET(PCI_MSI_FLAGS_QMASK, le16_to_cpu(ctrl)), 5);
+	case VFIO_PCI_INTX_IRQ_INDEX:
+		fp_cfg_ready(fm);
+		return c->vconf[FP_PCI_INTERRUPT_PIN] ? 1 : 0;	/* the lender's pin, fixed by the scan */
 	case VFIO_PCI_ERR_IRQ_INDEX:
 	case VFIO_PCI_REQ_IRQ_INDEX:
 		return 1;
 	default:
-		return 0;	/* INTx: the pin is virtualised to 0, the bridge carries MSI/MSI-X */
+		return 0;
 	}
 }
 
@@ -719,6 +774,8 @@ static int fp_vfio_irq_info(struct fp_mdev *fm, unsigned long arg)
 	info.flags = VFIO_IRQ_INFO_EVENTFD;
 	if (info.index == VFIO_PCI_MSI_IRQ_INDEX || info.index == VFIO_PCI_MSIX_IRQ_INDEX)
 		info.flags |= VFIO_IRQ_INFO_NORESIZE;	/* as vfio-pci of this kernel */
+	else if (info.index == VFIO_PCI_INTX_IRQ_INDEX)
+		info.flags |= VFIO_IRQ_INFO_MASKABLE | VFIO_IRQ_INFO_AUTOMASKED;
 	info.count = fp_irq_max(fm, info.index);
 	return copy_to_user((void __user *)arg, &info, minsz) ? -EFAULT : 0;
 }
@@ -758,12 +815,38 @@ static int fp_irq_set_eventfds(struct fp_mdev *fm, u32 start, u32 count, const s
 }
 
 /*
- * VFIO_DEVICE_SET_IRQS for MSI and MSI-X, as vfio-pci's vfio_pci_set_msi_trigger(): DATA_EVENTFD
- * enables the index with start + count vectors if it is off, then sets the eventfds; DATA_NONE with
+ * INTx MASK and UNMASK, as vfio-pci's vfio_pci_set_intx_mask()/_unmask(): DATA_NONE or a true BOOL
+ * masks or unmasks now, UNMASK's DATA_EVENTFD sets the unmask eventfd (-1: none). bm_lock held.
+ */
+static int fp_irq_set_intx_mask(struct fp_mdev *fm, const struct vfio_irq_set *hdr, const void *data)
+{
+	bool unmask = (hdr->flags & VFIO_IRQ_SET_ACTION_TYPE_MASK) == VFIO_IRQ_SET_ACTION_UNMASK;
+
+	lockdep_assert_held(&fm->bm_lock);
+	if (fm->irq_index != VFIO_PCI_INTX_IRQ_INDEX || hdr->count != 1)
+		return -EINVAL;
+	if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD)
+		return unmask ? fp_intx_unmask_fd(fm, *(const s32 *)data) : -ENOTTY;
+	if (hdr->flags & VFIO_IRQ_SET_DATA_BOOL && !*(const u8 *)data)
+		return 0;
+	if (unmask) {
+		fp_intx_unmask(fm);
+	} else {
+		spin_lock_irq(&fm->irq_lock);
+		fm->intx_masked = true;
+		spin_unlock_irq(&fm->irq_lock);
+	}
+	return 0;
+}
+
+/*
+ * VFIO_DEVICE_SET_IRQS triggers of INTx, MSI and MSI-X, as vfio-pci's vfio_pci_set_intx_trigger()
+ * and vfio_pci_set_msi_trigger(): DATA_EVENTFD enables the index with start + count vectors if it is
+ * off, then sets the eventfds (-1: none for that vector, the index stays on); DATA_NONE with
  * count 0 disables; DATA_NONE/BOOL trigger the vectors' eventfds. Enabling, disabling or resizing is
  * a SET_IRQS upcall while borrowed (the lender arms that many vectors on the device). bm_lock held.
  */
-static int fp_irq_set_msi(struct fp_mdev *fm, const struct vfio_irq_set *hdr, const void *data)
+static int fp_irq_set_trigger(struct fp_mdev *fm, const struct vfio_irq_set *hdr, const void *data)
 {
 	struct eventfd_ctx **trig;
 	const u8 *bools = data;
@@ -772,8 +855,11 @@ static int fp_irq_set_msi(struct fp_mdev *fm, const struct vfio_irq_set *hdr, co
 	int ret;
 
 	lockdep_assert_held(&fm->bm_lock);
-	if ((hdr->flags & VFIO_IRQ_SET_ACTION_TYPE_MASK) != VFIO_IRQ_SET_ACTION_TRIGGER)
+	if ((hdr->flags & VFIO_IRQ_SET_ACTION_TYPE_MASK) != VFIO_IRQ_SET_ACTION_TRIGGER) {
+		if (index == VFIO_PCI_INTX_IRQ_INDEX)
+			return fp_irq_set_intx_mask(fm, hdr, data);
 		return -ENOTTY;		/* vfio-pci has no MSI/MSI-X masking either */
+	}
 	if (fm->irq_index == index && !hdr->count && hdr->flags & VFIO_IRQ_SET_DATA_NONE) {
 		fp_irq_disable(fm);
 		fp_irq_upcall(fm, index, 0);
@@ -856,7 +942,7 @@ static int fp_vfio_set_irqs(struct fp_mdev *fm, unsigned long arg)
 		return -EINVAL;
 	max = fp_irq_max(fm, hdr.index);
 	if (!max)
-		return hdr.count ? -EINVAL : 0;		/* INTx, or no such capability: nothing to disable */
+		return hdr.count ? -EINVAL : 0;		/* no INTx pin or no such capability: nothing to disable */
 	ret = vfio_set_irqs_validate_and_prepare(&hdr, max, VFIO_PCI_NUM_IRQS, &data_size);
 	if (ret)
 		return ret;
@@ -865,9 +951,9 @@ static int fp_vfio_set_irqs(struct fp_mdev *fm, unsigned long arg)
 		if (IS_ERR(data))
 			return PTR_ERR(data);
 	}
-	if (hdr.index == VFIO_PCI_MSI_IRQ_INDEX || hdr.index == VFIO_PCI_MSIX_IRQ_INDEX) {
+	if (hdr.index <= VFIO_PCI_MSIX_IRQ_INDEX) {	/* INTx, MSI, MSI-X */
 		mutex_lock(&fm->bm_lock);
-		ret = fp_irq_set_msi(fm, &hdr, data);
+		ret = fp_irq_set_trigger(fm, &hdr, data);
 		mutex_unlock(&fm->bm_lock);
 	} else {
 		ret = fp_irq_set_err_req(fm, &hdr, data);

@@ -300,11 +300,17 @@ struct farpass_bar_map {
  * NTB `ntb`: from now on, each time fds[i] is signalled (the agent gave the same fd to the device's
  * VFIO_DEVICE_SET_IRQS), the kernel posts (irq_slot, start + i) into the link's interrupt mailbox and
  * rings the peer's doorbell, from the eventfd's wake-up, with no userspace in the path. fds[i] = -1
- * stops relaying that vector. FARPASS_IRQ_BRIDGE_F_CLEAR (count 0) stops every vector of the slot.
+ * stops relaying that vector. FARPASS_IRQ_BRIDGE_F_CLEAR (count 0) stops every vector of the slot
+ * and drops its unmask eventfd.
+ * FARPASS_IRQ_BRIDGE_F_UNMASK (start 0, count 1, not with F_CLEAR): fds[0] becomes the
+ * slot's INTx unmask eventfd (-1: none), the one the agent gave the device's VFIO_DEVICE_SET_IRQS
+ * (VFIO_IRQ_SET_ACTION_UNMASK): the kernel signals it at each unmask the borrower on `ntb` sends for
+ * this slot (its guest handled the level-triggered interrupt that vfio-pci automasked).
  * The kernel holds its own references: the agent may close its fds afterwards.
  * argsz = sizeof(struct farpass_irq_bridge) + count * sizeof(__s32).
  * Errors: ENODEV no such NTB, EINVAL slot >= FARPASS_IRQ_SLOTS, start + count > FARPASS_IRQ_VECTORS,
- * argsz, flags or pad, EBADF an fd that is not an eventfd, EOPNOTSUPP no data path.
+ * argsz, flags or pad, F_UNMASK with start or count not 0 and 1, EBADF an fd that is not an eventfd,
+ * EOPNOTSUPP no data path.
  */
 struct farpass_irq_bridge {
 	__u32 argsz;
@@ -318,6 +324,7 @@ struct farpass_irq_bridge {
 };
 
 #define FARPASS_IRQ_BRIDGE_F_CLEAR	(1U << 0)
+#define FARPASS_IRQ_BRIDGE_F_UNMASK	(1U << 1)
 
 /* ---------------------------------------------------------------------------------- LINK_STATUS */
 

@@ -290,6 +290,15 @@ e2e_l2_end() {
 	expect_eq "L2 QEMU's exit status" "$rc" 0
 }
 
+# e2e_l2_finish VM S0 S1: the snapshots taken around a paused L2's phase kept in $RIGDIR (snapshot-0.txt,
+# snapshot-1.txt), then that L2 continued to its end (e2e_l2_end: its output in E2E_OUT).
+e2e_l2_finish() {
+	printf '%s\n' "$2" >"$RIGDIR/snapshot-0.txt"
+	printf '%s\n' "$3" >"$RIGDIR/snapshot-1.txt"
+	e2e_l2_continue "$1"
+	e2e_l2_end "$1"
+}
+
 # e2e_irqs OUT PHASE: the guest's NVMe interrupt count printed by e2e_fio_script.
 e2e_irqs() { sed -n "s/^E2E-IRQS $2 //p" <<<"$1"; }
 
@@ -699,4 +708,64 @@ e2e_remote_up() {
 	export RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=4G
 	rig_up --borrowers ${#vms[@]} --borrower-mem "$3"
 	e2e_remote_mdev "$1" "$2"
+}
+
+# e2e_nic_transfer VM UUID TAG: the transfer of e2e_http_up's blob by an L2 guest of VM (512 MiB) whose
+# only device is the mdev UUID, the lender's NIC ($AG_LENT): eth0 up, then e2e_nic_transfer_script TAG
+# between two pauses, checked (e2e_expect_nic_transfer, labelled "(b)"); E2E_S0 and E2E_S1 are the counters of both hosts (e2e_snapshot) around it, E2E_IRQ_INDEX the
+# VFIO IRQ index the lender's agent armed for the lease meanwhile, E2E_OUT the guest's output: the
+# transfer's lines, "E2E-NET-IRQS before|after N" (eth0's interrupts in /proc/interrupts), "E2E-IRQ-LINE"
+# (its lines there) and "E2E-MSI-IRQ N KIND" (the NIC's msi_irqs: msi or msix). Prints the times.
+e2e_nic_transfer() {
+	local vm=$1 uuid=$2 tag=$3 script t0 t1 t2
+	script=$(
+		cat <<EOF
+$E2E_GUEST_PAUSE
+irqs() { awk '/eth0/ { for (i = 2; i <= NF && \$i ~ /^[0-9]+\$/; i++) n += \$i } END { print n + 0 }' /proc/interrupts; }
+$(e2e_nic_up_script)
+nic=\$(basename \$(readlink /sys/class/net/eth0/device))
+for f in /sys/bus/pci/devices/\$nic/msi_irqs/*; do [ -e \$f ] && echo "E2E-MSI-IRQ \${f##*/} \$(cat \$f)"; done
+echo "E2E-NET-IRQS before \$(irqs)"
+e2e_pause net
+$(e2e_nic_transfer_script "$tag")
+e2e_pause net-done
+sed -n 's/^ *eth0:/E2E-NETDEV eth0:/p' /proc/net/dev
+dmesg | grep -E 'e1000|eth0' | tail -n 8 | sed 's/^/E2E-DMESG /'
+grep eth0 /proc/interrupts | sed 's/^/E2E-IRQ-LINE /'
+echo "E2E-NET-IRQS after \$(irqs)"
+[ \$get = 0 ] && [ \$post = 0 ]
+EOF
+	)
+	t0=$SECONDS
+	e2e_l2_start "$vm" 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$uuid
+	expect "L2 booted and reached the transfer" e2e_l2_wait "$vm" net 900
+	E2E_S0=$(e2e_snapshot "$vm")
+	E2E_IRQ_INDEX=$(rig_run "$AG_LENDER" -- "jq -r --arg p $AG_LENT \
+'.devices[] | select(.pci == \$p) | .lease.irqs.index' /var/lib/farpass/state.json" || true)
+	t1=$SECONDS
+	e2e_l2_continue "$vm"
+	expect "L2 finished the transfer" e2e_l2_wait "$vm" net-done 1200
+	t2=$SECONDS
+	E2E_S1=$(e2e_snapshot "$vm")
+	# The lender's side, for a failed transfer: the device's command and status registers (INTx disabled,
+	# interrupt pending), its interrupt lines and the kernel's last words.
+	rig_run "$AG_LENDER" -- "echo command=\$(setpci -s $AG_LENT COMMAND) status=\$(setpci -s $AG_LENT STATUS)
+grep vfio /proc/interrupts; dmesg | tail -n 8" | sed 's/^/    lender> /' || true
+	e2e_l2_finish "$vm" "$E2E_S0" "$E2E_S1"
+	echo "L2 boot + transfer + power-off: $((SECONDS - t0)) s; the transfer: $((t2 - t1)) s"
+	grep -E '^(L2-|E2E-)' <<<"$E2E_OUT" | sed 's/^/    L2> /'
+	echo "L0 server log:"
+	sed 's/^/    /' "$E2E_HTTP_DIR/log"
+	expect "L2 booted" grep -q '^L2-BOOTED' <<<"$E2E_OUT"
+	e2e_expect_nic_transfer "$E2E_OUT" "$tag" "(b)"
+	expect_eq "L2's script exited with status" "$(sed -n 's/^L2-SCRIPT-RC //p' <<<"$E2E_OUT")" 0
+}
+
+# e2e_expect_nic_irqs LABEL: eth0's interrupts of an e2e_nic_transfer were counted during the transfer.
+e2e_expect_nic_irqs() {
+	local before after
+	before=$(sed -n 's/^E2E-NET-IRQS before //p' <<<"$E2E_OUT")
+	after=$(sed -n 's/^E2E-NET-IRQS after //p' <<<"$E2E_OUT")
+	expect "$1 guest /proc/interrupts: eth0 interrupts counted during the transfer ($before -> $after)" \
+		test "${after:-0}" -gt "${before:-0}"
 }

@@ -125,6 +125,17 @@
 //                  (IRQ_BRIDGE: N new eventfds for vectors V.., then write each of them K times, round
 //                  by round; --clear: FARPASS_IRQ_BRIDGE_F_CLEAR of the slot (count 0); --bad-fd: the
 //                  last fd is /dev/null's. The fds are closed at exit: the kernel keeps its references.)
+//   farpass-client irq-unmask --ntb PCI --slot S --dir DIR [--count N] [--start V] [--with-clear]
+//                  (lender: IRQ_BRIDGE F_UNMASK of a new eventfd for slot S, as the agent does for a lent
+//                  device's INTx (--count, --start, --with-clear F_CLEAR: a malformed call, for its error);
+//                  print "ready", wait for DIR/go-count, then "unmasks=N" (what the eventfd got), then
+//                  F_UNMASK with -1: "cleared=ok|ENAME")
+//   farpass-client vfio-intx UUID --dir DIR  (as QEMU without KVM with a device's INTx: IRQ info of INTx
+//                  ("info=COUNT/FLAGS", flags m maskable, a automasked, r noresize), UNMASK before INTx is
+//                  on (EINVAL), the trigger eventfd set before the borrow, bus master on; "armed", wait for
+//                  DIR/go1; read the trigger ("fired1=N"), UNMASK twice (DATA_NONE), an unmask eventfd set
+//                  (ACTION_UNMASK DATA_EVENTFD), MASK with DATA_EVENTFD (ENOTTY); "armed2", wait for DIR/go2;
+//                  read the trigger ("fired2=N"), signal the unmask eventfd; INTx off, bus master off)
 //   farpass-client mbox-garbage --ntb PCI --slot S [--count K] [--gap-ms M]  (lender, as a broken peer:
 //                  K (40) times, M (50) ms apart, a garbage HEAD (2^30 + k * 2^16) into the peer's interrupt
 //                  mailbox through outbound window FARPASS_MW_DMA, then a post of slot S vector 0 through a
@@ -462,6 +473,7 @@ struct FakeDevice {
 		put(0x08, 0x01080202, 4);	// class 010802, revision 2
 		put(0x2c, 0x11001af4, 4);
 		put(0x34, 0x40, 1);
+		put(0x3d, 0x01, 1);		// interrupt pin INTA: the mdev offers INTx
 		put(0x40, 0x00035001, 4);	// PM -> 0x50
 		put(0x50, 0x00006003, 4);	// VPD (hidden) -> 0x60
 		put(0x60, 0x003f7011, 4);	// MSI-X, 64 vectors -> 0x70
@@ -1601,6 +1613,99 @@ int run_vfio_irq(const Args &a)
 	return finish(a, 0, d);
 }
 
+// The lender's INTx unmask eventfd for a slot (IRQ_BRIDGE F_UNMASK), counted until DIR/go-count.
+int run_irq_unmask(const Args &a, int fd)
+{
+	const uint32_t count = static_cast<uint32_t>(a.num("count", 1));
+	std::vector<unsigned char> buf(sizeof(farpass_irq_bridge) + std::max(count, 1u) * sizeof(int32_t));
+	auto *b = reinterpret_cast<farpass_irq_bridge *>(buf.data());
+	b->argsz = static_cast<uint32_t>(sizeof(farpass_irq_bridge) + count * sizeof(int32_t));
+	b->flags = FARPASS_IRQ_BRIDGE_F_UNMASK | (a.has("with-clear") ? FARPASS_IRQ_BRIDGE_F_CLEAR : 0);
+	copy_name(b->ntb, a.str("ntb", "0000:00:0a.0"));
+	b->irq_slot = static_cast<uint32_t>(a.num("slot", 0));
+	b->start = static_cast<uint32_t>(a.num("start", 0));
+	b->count = count;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	for (uint32_t i = 0; i < count; i++)
+		b->fds[i] = efd;
+	if (efd < 0 || ioctl(fd, FARPASS_IOCTL_IRQ_BRIDGE, buf.data()))
+		return finish(a, errno, "IRQ_BRIDGE F_UNMASK");
+	std::printf("ready\n");
+	std::fflush(stdout);
+	if (!wait_file(a.str("dir") + "/go-count"))
+		return finish(a, ETIMEDOUT, "go-count");
+	uint64_t n = 0;
+	if (::read(efd, &n, sizeof(n)) != sizeof(n))
+		n = 0;
+	b->fds[0] = -1;
+	int cleared = ioctl(fd, FARPASS_IOCTL_IRQ_BRIDGE, buf.data()) ? errno : 0;
+	close(efd);
+	return finish(a, 0, "unmasks=" + std::to_string(n) + " cleared=" + ename(cleared));
+}
+
+// QEMU's use of a device's INTx without KVM (hw/vfio/pci.c vfio_intx_*), against the mdev.
+int run_vfio_intx(const Args &a)
+{
+	if (a.positional.empty())
+		return 2;
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	const uint32_t intx = VFIO_PCI_INTX_IRQ_INDEX;
+	vfio_irq_info ii{};
+	ii.argsz = sizeof(ii);
+	ii.index = intx;
+	if (ioctl(v.dev, VFIO_DEVICE_GET_IRQ_INFO, &ii))
+		return finish(a, errno, "GET_IRQ_INFO INTx");
+	std::string info = std::to_string(ii.count) + "/" + (ii.flags & VFIO_IRQ_INFO_MASKABLE ? "m" : "") +
+			   (ii.flags & VFIO_IRQ_INFO_AUTOMASKED ? "a" : "") + (ii.flags & VFIO_IRQ_INFO_NORESIZE ? "r" : "");
+	const uint32_t unmask_none = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_UNMASK;
+	int unmask_off = set_irqs(v.dev, intx, unmask_none, 0, 1);
+	vfio_region_info ri;
+	if (int err = region_info(v.dev, VFIO_PCI_CONFIG_REGION_INDEX, ri))
+		return finish(a, err, "GET_REGION_INFO config");
+	Cfg cfg{v.dev, ri.offset};
+	int trig = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), unmask = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int on = set_irq_eventfds(v.dev, intx, {trig});
+	uint32_t cmd = 0;
+	int bm_on = cfg.read(4, 2, cmd) ? EIO : cfg.write(4, 2, cmd | 0x6);
+	const auto fired = [&] {
+		uint64_t n = 0;
+		return std::to_string(::read(trig, &n, sizeof(n)) == sizeof(n) ? n : 0);
+	};
+	std::printf("armed\n");
+	std::fflush(stdout);
+	if (!wait_file(a.str("dir") + "/go1"))
+		return finish(a, ETIMEDOUT, "go1");
+	std::string fired1 = fired();
+	int unmask1 = set_irqs(v.dev, intx, unmask_none, 0, 1);
+	int unmask2 = set_irqs(v.dev, intx, unmask_none, 0, 1);
+	int unmask_fd = set_irqs(v.dev, intx, VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_UNMASK, 0, 1, &unmask,
+				 sizeof(int32_t));
+	int mask_fd = set_irqs(v.dev, intx, VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_MASK, 0, 1, &unmask,
+			       sizeof(int32_t));
+	std::printf("armed2\n");
+	std::fflush(stdout);
+	if (!wait_file(a.str("dir") + "/go2"))
+		return finish(a, ETIMEDOUT, "go2");
+	std::string fired2 = fired();
+	uint64_t one = 1;
+	int signal = ::write(unmask, &one, sizeof(one)) == sizeof(one) ? 0 : errno;
+	if (!wait_file(a.str("dir") + "/go3"))
+		return finish(a, ETIMEDOUT, "go3");
+	int off = set_irqs(v.dev, intx, VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER, 0, 0);
+	int bm_off = cfg.write(4, 2, cmd & ~0x4u);
+	char d[512];
+	std::snprintf(d, sizeof(d),
+		      "info=%s unmask_off=%s intx_on=%s bm_on=%s fired1=%s unmask1=%s unmask2=%s unmask_fd=%s "
+		      "mask_fd=%s fired2=%s signal=%s intx_off=%s bm_off=%s",
+		      info.c_str(), ename(unmask_off), ename(on), ename(bm_on), fired1.c_str(), ename(unmask1),
+		      ename(unmask2), ename(unmask_fd), ename(mask_fd), fired2.c_str(), ename(signal), ename(off),
+		      ename(bm_off));
+	return finish(a, 0, d);
+}
+
 // Polls step() every millisecond (counted, not timed: L1's clock may stall under TCG) until it returns
 // anything but EAGAIN; ETIMEDOUT after `ms` polls.
 template <typename F> int wait_until(unsigned ms, F step)
@@ -2098,6 +2203,8 @@ int run(const Args &a)
 		return run_vfio_info(a);
 	if (a.action == "vfio-irq")
 		return run_vfio_irq(a);
+	if (a.action == "vfio-intx")
+		return run_vfio_intx(a);
 	if (a.action == "vfio-cfg-flood")
 		return run_vfio_cfg_flood(a);
 	if (a.action == "vfio-bar")
@@ -2206,6 +2313,8 @@ int run(const Args &a)
 		return run_mbox_garbage(a, fd);
 	if (a.action == "irq-bridge")
 		return run_irq_bridge(a, fd);
+	if (a.action == "irq-unmask")
+		return run_irq_unmask(a, fd);
 	if (a.action == "window-stamp")
 		return run_window_stamp(a, fd);
 	if (a.action == "vfio-dma")

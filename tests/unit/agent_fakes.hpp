@@ -217,6 +217,12 @@ public:
 			record_->irqs[index] = fds.size();
 		note("set_irqs " + std::to_string(index) + " " + std::to_string(fds.size()));
 	}
+	void set_intx_unmask(int fd) override
+	{
+		if (!record_->irqs.count(0) || !is_eventfd(fd))
+			throw AgentError(ErrorCode::system_error, EINVAL, "VFIO_DEVICE_SET_IRQS: INTx unmask");
+		note("set_intx_unmask");
+	}
 	void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) override
 	{
 		if (record_->mappings.count(iova))
@@ -389,10 +395,21 @@ public:
 		for (const int fd : fds)
 			if (!is_eventfd(fd))
 				throw AgentError(ErrorCode::system_error, EBADF, "IRQ_BRIDGE: EBADF");
-		if (fds.empty())
+		if (fds.empty()) {
 			relays.erase({ntb, slot});
-		else
+			unmasks.erase({ntb, slot});
+		} else {
 			relays[{ntb, slot}] = fds.size();
+		}
+	}
+	void irq_bridge_unmask(const std::string &ntb, std::uint32_t slot, int fd) override
+	{
+		note("irq_bridge_unmask " + ntb + " " + std::to_string(slot));
+		if (fail_irq_bridge_unmask)
+			throw AgentError(ErrorCode::system_error, fail_irq_bridge_unmask, "IRQ_BRIDGE F_UNMASK failed");
+		if (!is_eventfd(fd))
+			throw AgentError(ErrorCode::system_error, EBADF, "IRQ_BRIDGE: EBADF");
+		unmasks.insert({ntb, slot});
 	}
 	int upcall_fd() const override { return -1; }
 	std::optional<Upcall> next_upcall() override
@@ -428,6 +445,8 @@ public:
 	std::map<unsigned, int> fail_bar_map; // bar -> errno of its map
 	std::map<std::pair<std::string, std::uint32_t>, std::size_t> relays; // (ntb, slot) -> vectors
 	int fail_irq_bridge = 0;
+	std::set<std::pair<std::string, std::uint32_t>> unmasks; // (ntb, slot) with an INTx unmask eventfd
+	int fail_irq_bridge_unmask = 0;
 	std::map<std::string, std::optional<std::uint64_t>> links_down_ms; // absent: up (0)
 	Journal *journal = nullptr;
 

@@ -55,6 +55,10 @@ public:
 	{
 		locked([&] { port_.irq_bridge(ntb, slot, start, fds); });
 	}
+	void irq_bridge_unmask(const std::string &ntb, std::uint32_t slot, int fd) override
+	{
+		locked([&] { port_.irq_bridge_unmask(ntb, slot, fd); });
+	}
 	std::optional<std::uint64_t> link_down_ms(const std::string &ntb) override
 	{
 		return locked([&] { return port_.link_down_ms(ntb); });

@@ -602,6 +602,36 @@ TEST_CASE("irq.set: eventfds to VFIO, then the same to IRQ_BRIDGE on the holder'
 	CHECK(agent.vfio.records.at(nic_address)->irqs.empty());
 }
 
+TEST_CASE("irq.set of INTx: its one eventfd relayed, and an unmask eventfd to VFIO and to IRQ_BRIDGE's F_UNMASK")
+{
+	AgentFixture agent;
+	agent.lender->lend(nvme_address);
+	agent.lender->lend(nic_address); // slot 1
+	const Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	std::size_t from = agent.journal.size();
+	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 0, 1);
+	CHECK(since(agent.journal, from) ==
+	      std::vector<std::string>{"vfio 0000:02:00.0 set_irqs 0 1", "kernel irq_bridge 0000:00:0b.0 1 0 1",
+				       "vfio 0000:02:00.0 set_intx_unmask", "kernel irq_bridge_unmask 0000:00:0b.0 1"});
+	CHECK(agent.kernel.unmasks.count({lender_ntb, 1}) == 1);
+
+	// Disarming clears the slot, its unmask eventfd with it.
+	agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 0, 0);
+	CHECK(agent.kernel.relays.empty());
+	CHECK(agent.kernel.unmasks.empty());
+
+	// The unmask relay refused: the vectors' relay and VFIO's INTx are undone, the error comes back.
+	agent.kernel.fail_irq_bridge_unmask = EBADF;
+	from = agent.journal.size();
+	CHECK_THROWS_AS(agent.lender->set_irqs(nic_address, "borrower-b", lease.id, 0, 1), AgentError);
+	CHECK(since(agent.journal, from) ==
+	      std::vector<std::string>{"vfio 0000:02:00.0 set_irqs 0 1", "kernel irq_bridge 0000:00:0b.0 1 0 1",
+				       "vfio 0000:02:00.0 set_intx_unmask", "kernel irq_bridge_unmask 0000:00:0b.0 1",
+				       "kernel irq_bridge 0000:00:0b.0 1 0 clear", "vfio 0000:02:00.0 set_irqs 0 0"});
+	CHECK(agent.kernel.relays.empty());
+	CHECK(agent.vfio.records.at(nic_address)->irqs.empty());
+}
+
 TEST_CASE("a lease turns the device's memory space and bus master on; its end turns bus master off first")
 {
 	AgentFixture agent;

@@ -113,11 +113,26 @@ TEST_CASE("header: which bytes are virtual, forwarded, hidden")
 		CHECK(c.kind[off] == FP_CFG_VIRT);
 	for (u32 off : {0x0fu, 0x28u, 0x30u, 0x33u, 0x35u, 0x3bu})
 		CHECK(c.kind[off] == FP_CFG_ZERO);
-	CHECK(rd(c, 0x3c, 2) == 0);	// interrupt pin 0: INTx is not bridged
+	CHECK(rd(c, 0x3c, 2) == 0);	// interrupt pin 0 until the scan reads the lender's
 	wr(c, 0x3c, 2, 0x010b);
 	CHECK(rd(c, 0x3c, 2) == 0x000b);	// line is the guest's scratch, pin read-only
 	wr(c, 0x30, 4, 0xffffffff);
 	CHECK(rd(c, 0x30, 4) == 0);	// no expansion ROM
+}
+
+TEST_CASE("interrupt pin: the lender's from the scan, read-only; one not INTA..INTD reads 0")
+{
+	for (auto [pin, want] : {std::pair{1u, 1u}, {4u, 4u}, {0u, 0u}, {5u, 0u}, {0xffu, 0u}}) {
+		fp_vcfg c;
+		auto b = bars_nvme();
+		FakeLender l = nvme_like();
+		l.put(0x3d, pin, 1);
+		fp_vcfg_init(&c, b.data());
+		REQUIRE(fp_vcfg_scan_caps(&c, FakeLender::read, &l) == 0);
+		CHECK_MESSAGE(rd(c, 0x3d, 1) == want, pin);
+		wr(c, 0x3c, 2, 0x020b);
+		CHECK_MESSAGE(rd(c, 0x3c, 2) == (want << 8 | 0x0b), pin);
+	}
 }
 
 TEST_CASE("BAR sizing: all-ones reads back the size mask with the type bits, addresses are kept")
