@@ -190,8 +190,11 @@ static void fp_dmawin_unpin_all(struct fp_dmawin *w)
 	}
 }
 
-/* Map every run; on failure unmap those mapped before it (slots before @i, runs before @rs). */
-static int fp_dmawin_map_all(struct fp_dmawin *w)
+/*
+ * Map every run; on failure unmap those mapped before it (slots before @i, runs before @rs). @st counts
+ * the runs and the map calls.
+ */
+static int fp_dmawin_map_all(struct fp_dmawin *w, struct fp_borrow_stat *st)
 {
 	u64 rs = 0, re, fail_rs;
 	int i, fail_i, ret;
@@ -201,6 +204,8 @@ static int fp_dmawin_map_all(struct fp_dmawin *w)
 			ret = fp_run_map(w, i, rs, re);
 			if (ret)
 				goto out_unmap;
+			st->runs++;
+			st->map_calls++;
 		}
 	}
 	return 0;
@@ -299,7 +304,7 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 		     struct fp_dmawin **out, struct fp_borrow_stat *st)
 {
 	struct fp_dmawin *w;
-	u64 t0 = ktime_get_ns(), t1;
+	u64 t0 = ktime_get_ns(), t1, t2;
 	int i, ret;
 
 	w = kzalloc(sizeof(*w), GFP_KERNEL);
@@ -322,12 +327,14 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 		if (ret)
 			goto out_unpin;
 	}
-	ret = fp_dmawin_map_all(w);
+	t2 = ktime_get_ns();
+	ret = fp_dmawin_map_all(w, st);
 	if (ret)
 		goto out_unpin;
 	fp_count(FP_C_DMA_WINDOWS, 1);
 	st->scan_ns = t1 - t0;
-	st->pin_map_ns = ktime_get_ns() - t1;
+	st->pin_ns = t2 - t1;
+	st->map_ns = ktime_get_ns() - t2;
 	st->pages = atomic64_read(&w->pinned);
 	*out = w;
 	return 0;
