@@ -7,10 +7,11 @@
 #  - interrupts relayed per second: borrower1's farpass counters (irq_delivered, irq_signalled) read
 #    twice inside the farpass 4 KiB run, over a window timed on L0, with that run's guest IOPS;
 #  - borrow latency (bus-master enable -> device usable: RAM probe and layout, pin and map, BORROW
-#    upcall, interrupt bridge) of guests of 256 MiB, 1 GiB and 3 GiB with only the farpass device,
-#    booted one after another, from borrower1's debugfs farpass/last_borrow: each step's time, with
-#    pinning and IOMMU mapping apart, the physically contiguous runs mapped and the IOMMU map calls
-#    (each ends with one IOTLB sync).
+#    upcall, interrupt bridge) of guests of 256 MiB, 1 GiB and 3 GiB with only the farpass device, their
+#    RAM in 4 KiB pages, transparent huge pages and hugetlbfs pages, booted one after another, from
+#    borrower1's debugfs farpass/last_borrow: each step's time, with pinning and IOMMU mapping apart,
+#    the physically contiguous runs mapped and the IOMMU map calls (each ends with one IOTLB sync);
+#    beside each, the kernel time local vfio-pci takes in borrower1 to pin and map the same RAM.
 # L0's load average is printed before and after: the figures vary with it.
 # The rig is nested TCG: absolute figures are the emulation's, not hardware's; the ratios compare two
 # paths through the same emulation.
@@ -24,9 +25,12 @@ MDEV=/sys/bus/mdev/devices/$U
 LOCAL_NVME=0000:00:08.0
 RUNTIME=30		# seconds of each fio job (guest clock)
 IRQ_SKIP=6 IRQ_WINDOW=15	# the interrupt window: from IRQ_SKIP s into the farpass 4 KiB job, IRQ_WINDOW s
-# BENCH_PARTS: the parts to run (default both); BENCH_BORROW_MEMS: the borrow part's guest sizes.
+# BENCH_PARTS: the parts to run (default both); BENCH_BORROW_MEMS and BENCH_BORROW_BACKINGS: the borrow
+# part's guest sizes and RAM backings (backing_on).
 BENCH_PARTS=${BENCH_PARTS:-fio borrow}
 read -ra BORROW_MEMS <<<"${BENCH_BORROW_MEMS:-256M 1G 3G}"
+read -ra BORROW_BACKINGS <<<"${BENCH_BORROW_BACKINGS:-4k thp huge}"
+THP=/sys/kernel/mm/transparent_hugepage/enabled
 FIO_MEM=3G
 
 # borrower1's own NVMe (same model and backing as the lender's), and the remote path; the largest
@@ -154,30 +158,84 @@ job $path-$name \$${path}_ctl $rw $bs"
 	fi
 }
 
-# --- Borrow latency: one guest per size, which only waits for its disk (the borrow is its nvme probe).
+# --- Borrow latency: one guest per size and RAM backing, which only waits for its disk (the borrow is
+# its nvme probe); before it, the same RAM DMA-mapped by local vfio-pci in the same L1.
+# backing_on BACKING MEM: borrower1 set for the next guest's RAM; prints QEMU's options for it:
+#  4k    transparent huge pages off: 4 KiB pages (QEMU asks for THP on guest RAM: L1's default below);
+#  thp   borrower1's THP setting as it is;
+#  huge  2 MiB hugetlbfs pages reserved for it (a memfd); fails if borrower1 cannot reserve them all.
+backing_on() {
+	local pages
+	case $1 in
+	4k) rig_run $B -- "echo never >$THP" ;;
+	huge)
+		pages=$(($(numfmt --from=iec "$2") >> 21))
+		[ "$(rig_run $B -- "echo $pages >/proc/sys/vm/nr_hugepages; cat /proc/sys/vm/nr_hugepages")" -ge $pages ] ||
+			return 1
+		echo "-object memory-backend-memfd,id=ram,size=$2,hugetlb=on,hugetlbsize=2M -machine memory-backend=ram"
+		;;
+	esac
+}
+backing_off() { rig_run $B -- "echo $thp_mode >$THP; echo 0 >/proc/sys/vm/nr_hugepages"; }
+# local_map_ms MEM QEMU-ARGS...: the kernel time of QEMU's VFIO container ioctls (vfio_iommu_type1_ioctl,
+# function_graph tracer: its MAP_DMA calls, into which the pinning and mapping are inlined, and a few
+# queries of microseconds) when it starts, stopped (-S), with MEM of RAM and borrower1's own NVMe on
+# vfio-pci: local pass-through pins and IOMMU-maps all guest RAM then. Prints "MS CALLS", or "n/a 0"
+# (QEMU's messages in borrower1's /tmp/lmap.out).
+local_map_ms() {
+	local mem=$1 r
+	shift
+	r=$(rig_run $B -- "set -e; T=/sys/kernel/tracing; mountpoint -q \$T || mount -t tracefs none \$T
+echo 0 >\$T/tracing_on; echo nop >\$T/current_tracer; echo vfio_iommu_type1_ioctl >\$T/set_graph_function
+echo 1 >\$T/max_graph_depth; echo 1 >\$T/options/funcgraph-tail; echo function_graph >\$T/current_tracer
+echo >\$T/trace; echo 1 >\$T/tracing_on; rm -f /tmp/lmap.pid; rc=0
+timeout 600 qemu-system-x86_64 -M $E2E_L2_MACHINE -accel tcg -m $mem $* -nodefaults -display none -S \
+	-daemonize -pidfile /tmp/lmap.pid -device vfio-pci,host=$LOCAL_NVME >/tmp/lmap.out 2>&1 || rc=\$?
+echo 0 >\$T/tracing_on
+[ \$rc != 0 ] || awk '/vfio_iommu_type1_ioctl/ { for (i = 1; i < NF; i++) if (\$(i + 1) == \"us\") { s += \$i; n++ } }
+	END { if (n) printf \"BENCH-LMAP %.1f %d\\n\", s / 1000, n }' \$T/trace
+echo nop >\$T/current_tracer; p=\$(cat /tmp/lmap.pid 2>/dev/null || true)
+[ -z \"\$p\" ] || { kill \$p; while [ -e /proc/\$p ]; do sleep 0.2; done; }") || true
+r=$(sed -n 's/^BENCH-LMAP //p' <<<"$r")
+echo "${r:-n/a 0}"
+}
 bench_borrow() {
-	line '%s' "Borrow latency: guest bus-master enable -> device usable, borrower1 debugfs farpass/last_borrow"
-	line '%-9s %8s %8s %9s %9s %9s %9s %9s %9s %s' "guest RAM" pages runs "map calls" "RAM scan" pin map \
-		"BORROW" total "(ms; RAM scan = probing guest RAM with vfio_pin_pages + layout; BORROW = the upcall)"
+	local mem backing qargs lmap lb n0 n1 disk
+	thp_mode=$(rig_run $B -- "sed 's/.*\[\(.*\)\].*/\1/' $THP")
+	line '%s' "Borrow latency: guest bus-master enable -> device usable, borrower1 debugfs farpass/last_borrow;"
+	line '%s' "local = the same RAM DMA-mapped by vfio-pci in borrower1 (QEMU's VFIO_IOMMU_MAP_DMA calls, kernel time)"
+	line '%s' "(backing: 4k = 4 KiB pages, thp = borrower1's transparent huge pages ($thp_mode), huge = hugetlbfs 2 MiB)"
+	line '%-6s %-5s %7s %6s %5s %8s %8s %7s %7s %8s %8s %8s %s' RAM backing pages runs maps "RAM scan" pin map \
+		BORROW total local total/local "(ms; maps = IOMMU map calls, each one IOTLB sync)"
 	for mem in "${BORROW_MEMS[@]}"; do
-		wait_free
-		n0=$(e2e_counter "$(rig_run $B -- "cat $FP_DBG/counters")" upcalls_borrow)
-		# (not e2e_l2 in a subshell: E2E_L2_LOG names this guest's log)
-		e2e_l2_start $B "$mem" 'for i in $(seq 120); do [ -b /dev/nvme0n1 ] || dmesg | grep -q "nvme0: .*failed" && break; sleep 1; done
-echo "BENCH-DISK $([ -b /dev/nvme0n1 ] && echo yes || echo no)"' -device vfio-pci,sysfsdev=$MDEV
-		out=$(e2e_l2_finish $B) || echo "L2 ($mem) QEMU: status $?"
-		n1=$(e2e_counter "$(rig_run $B -- "cat $FP_DBG/counters")" upcalls_borrow)
-		lb=$(rig_run $B -- "cat $FP_DBG/last_borrow")
-		disk=$(sed -n 's/^BENCH-DISK //p' <<<"$out" | tr -d '\r')
-		echo "guest $mem: borrows $((n1 - n0)), disk ${disk:-?}; last_borrow: $(tr '\n' ' ' <<<"$lb")"
-		if ((n1 == n0)); then
-			line '%-9s %s' "$mem" "n/a: no borrow (guest disk: ${disk:-?}; see $E2E_L2_LOG)"
-			continue
-		fi
-		line '%-9s %8s %8s %9s %9s %9s %9s %9s %9s %s' "$mem" "$(e2e_counter "$lb" pages)" "$(e2e_counter "$lb" runs)" \
-			"$(e2e_counter "$lb" map_calls)" "$(ms "$lb" scan_us)" "$(ms "$lb" pin_us)" "$(ms "$lb" map_us)" \
-			"$(ms "$lb" upcall_us)" "$(ms "$lb" total_us)" \
-			"$( ((n1 - n0 == 1)) || echo "(the last of $((n1 - n0)) borrows)")$([ "$disk" = yes ] || echo "(then the guest's nvme probe failed: no disk)")"
+		for backing in "${BORROW_BACKINGS[@]}"; do
+			wait_free
+			if ! qargs=$(backing_on $backing "$mem"); then
+				line '%-6s %-5s %s' "$mem" $backing "n/a: borrower1 could not reserve the huge pages"
+				backing_off
+				continue
+			fi
+			lmap=$(local_map_ms "$mem" $qargs)
+			n0=$(e2e_counter "$(rig_run $B -- "cat $FP_DBG/counters")" upcalls_borrow)
+			# (not e2e_l2 in a subshell: E2E_L2_LOG names this guest's log)
+			e2e_l2_start $B "$mem" 'for i in $(seq 120); do [ -b /dev/nvme0n1 ] || dmesg | grep -q "nvme0: .*failed" && break; sleep 1; done
+echo "BENCH-DISK $([ -b /dev/nvme0n1 ] && echo yes || echo no)"' -device vfio-pci,sysfsdev=$MDEV $qargs
+			out=$(e2e_l2_finish $B) || echo "L2 ($mem) QEMU: status $?"
+			backing_off
+			n1=$(e2e_counter "$(rig_run $B -- "cat $FP_DBG/counters")" upcalls_borrow)
+			lb=$(rig_run $B -- "cat $FP_DBG/last_borrow")
+			disk=$(sed -n 's/^BENCH-DISK //p' <<<"$out" | tr -d '\r')
+			echo "guest $mem $backing: borrows $((n1 - n0)), disk ${disk:-?}; last_borrow: $(tr '\n' ' ' <<<"$lb"); local map: $lmap"
+			if ((n1 == n0)); then
+				line '%-6s %-5s %s' "$mem" $backing "n/a: no borrow (guest disk: ${disk:-?}; see $E2E_L2_LOG)"
+				continue
+			fi
+			line '%-6s %-5s %7s %6s %5s %8s %8s %7s %7s %8s %8s %8s %s' "$mem" $backing "$(e2e_counter "$lb" pages)" \
+				"$(e2e_counter "$lb" runs)" "$(e2e_counter "$lb" map_calls)" "$(ms "$lb" scan_us)" "$(ms "$lb" pin_us)" \
+				"$(ms "$lb" map_us)" "$(ms "$lb" upcall_us)" "$(ms "$lb" total_us)" "${lmap% *}" \
+				"$(ratio "${lmap% *}" "$(ms "$lb" total_us)")" \
+				"$( ((n1 - n0 == 1)) || echo "(the last of $((n1 - n0)) borrows)")$([ "$disk" = yes ] || echo "(then the guest's nvme probe failed: no disk)")"
+		done
 	done
 }
 
