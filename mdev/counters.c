@@ -104,9 +104,10 @@ static int last_borrow_show(struct seq_file *s, void *unused)
 	spin_lock(&fp_last_borrow_lock);
 	st = fp_last_borrow;
 	spin_unlock(&fp_last_borrow_lock);
-	seq_printf(s, "device_id %u\nscan_us %llu\npin_map_us %llu\nupcall_us %llu\ntotal_us %llu\npages %llu\n",
-		   st.device_id, st.scan_ns / NSEC_PER_USEC, st.pin_map_ns / NSEC_PER_USEC,
-		   st.upcall_ns / NSEC_PER_USEC, st.total_ns / NSEC_PER_USEC, st.pages);
+	seq_printf(s, "device_id %u\nscan_us %llu\npin_us %llu\nmap_us %llu\nupcall_us %llu\ntotal_us %llu\n"
+		   "pages %llu\nruns %llu\nmap_calls %llu\n",
+		   st.device_id, st.scan_ns / NSEC_PER_USEC, st.pin_ns / NSEC_PER_USEC, st.map_ns / NSEC_PER_USEC,
+		   st.upcall_ns / NSEC_PER_USEC, st.total_ns / NSEC_PER_USEC, st.pages, st.runs, st.map_calls);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(last_borrow);

@@ -87,7 +87,10 @@ static inline void fp_count(enum fp_counter c, long long delta)
 struct fp_borrow_stat {
 	u32 device_id;
 	u64 scan_ns;		/* guest RAM found by probing (ramscan) and laid out */
-	u64 pin_map_ns;		/* its pages pinned and mapped in the NTB's IOMMU domain */
+	u64 pin_ns;		/* its pages pinned (vfio_pin_pages) */
+	u64 map_ns;		/* and mapped in the NTB's IOMMU domain */
+	u64 runs;		/* physically contiguous runs of pinned pages */
+	u64 map_calls;		/* IOMMU map calls, each ends with one IOTLB sync */
 	u64 upcall_ns;		/* the BORROW upcall: the agents map the lender's side */
 	u64 total_ns;		/* all of it, with the interrupt bridge and the SET_IRQS upcall */
 	u64 pages;		/* guest pages pinned */

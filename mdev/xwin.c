@@ -12,6 +12,7 @@
 #include <linux/iommu.h>
 #include <linux/ntb.h>
 #include <linux/pci.h>
+#include <linux/scatterlist.h>
 
 #include "compat.h"
 #include "counters.h"
@@ -240,14 +241,51 @@ int fp_xwin_map(struct fp_link *link, int mw, u64 off, phys_addr_t phys, size_t 
 	return 0;
 }
 
-void fp_xwin_unmap(struct fp_link *link, int mw, u64 off, size_t size)
+/* The pages of @sgt back to back, each physically contiguous part its own mapping, one IOTLB sync. */
+int fp_xwin_map_sg(struct fp_link *link, int mw, u64 off, struct sg_table *sgt, size_t size, int prot)
+{
+	ssize_t mapped;
+	int ret;
+
+	ret = fp_xwin_range(link, mw, off, size);
+	if (ret)
+		return ret;
+	/* iommu_map_sg() undoes its own mappings when it fails. */
+	mapped = iommu_map_sgtable(link->xwin_domain, link->xwin[mw].iova + off, sgt, prot);
+	if (mapped < 0)
+		return mapped;
+	if (WARN_ON(mapped != size)) {
+		iommu_unmap(link->xwin_domain, link->xwin[mw].iova + off, mapped);
+		return -EIO;
+	}
+	atomic64_add(size, &link->xwin[mw].mapped);
+	fp_count(FP_C_XWIN_BAR_BYTES + mw, size);
+	return 0;
+}
+
+void fp_xwin_unmap_gather(struct fp_link *link, int mw, u64 off, size_t size, struct iommu_iotlb_gather *gather)
 {
 	size_t unmapped;
 
 	if (WARN_ON(fp_xwin_range(link, mw, off, size)))
 		return;
-	/* iommu_unmap() syncs the IOTLB before it returns (no flush queue on this path). */
-	unmapped = iommu_unmap(link->xwin_domain, link->xwin[mw].iova + off, size);
+	unmapped = iommu_unmap_fast(link->xwin_domain, link->xwin[mw].iova + off, size, gather);
 	atomic64_sub(unmapped, &link->xwin[mw].mapped);
 	fp_count(FP_C_XWIN_BAR_BYTES + mw, -(long long)unmapped);
+}
+
+void fp_xwin_unmap_sync(struct fp_link *link, struct iommu_iotlb_gather *gather)
+{
+	iommu_iotlb_sync(link->xwin_domain, gather);
+}
+
+void fp_xwin_unmap(struct fp_link *link, int mw, u64 off, size_t size)
+{
+	struct iommu_iotlb_gather gather;
+
+	/* As iommu_unmap(): the IOTLB synced before this returns (no flush queue on this path). */
+	iommu_iotlb_gather_init(&gather);
+	fp_xwin_unmap_gather(link, mw, off, size, &gather);
+	if (fp_xwin_ready(link))
+		fp_xwin_unmap_sync(link, &gather);
 }

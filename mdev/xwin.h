@@ -34,6 +34,8 @@
 
 struct fp_link;
 struct farpass_bar_map;
+struct iommu_iotlb_gather;
+struct sg_table;
 
 #define FP_XWIN_NR		2
 #define FP_XWIN_DMA_TAIL	(64 * 1024)	/* ring area of the interrupt mailbox */
@@ -60,6 +62,17 @@ u64 fp_xwin_usable(struct fp_link *link, int mw);
  */
 int fp_xwin_map(struct fp_link *link, int mw, u64 off, phys_addr_t phys, size_t size, int prot);
 void fp_xwin_unmap(struct fp_link *link, int mw, u64 off, size_t size);
+/*
+ * Map the pages of @sgt (size bytes) back to back from @off with one IOMMU call and one IOTLB sync;
+ * each physically contiguous part of it gets its own mappings. 0, or as fp_xwin_map (nothing mapped).
+ */
+int fp_xwin_map_sg(struct fp_link *link, int mw, u64 off, struct sg_table *sgt, size_t size, int prot);
+/*
+ * Unmap without flushing: the IOTLB keeps the old translations until fp_xwin_unmap_sync(@gather)
+ * (one flush for many unmaps), so no page unmapped this way may be freed or unpinned before it.
+ */
+void fp_xwin_unmap_gather(struct fp_link *link, int mw, u64 off, size_t size, struct iommu_iotlb_gather *gather);
+void fp_xwin_unmap_sync(struct fp_link *link, struct iommu_iotlb_gather *gather);
 
 /* The peer's inbound window @mw as this side reaches it: physical base and size of our outbound MW. */
 int fp_xwin_peer(struct fp_link *link, int mw, phys_addr_t *base, u64 *size);

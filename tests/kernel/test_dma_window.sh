@@ -2,9 +2,11 @@
 # The borrower's DMA window for real: farpass.ko on the lender and on borrower1; on the borrower
 # farpass-client announces a fake device, serves upcalls as the agent, and opens the mdev as QEMU
 # would (type1 container, two zeroed 2 MiB buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB, the
-# latter in two 1 MiB mappings as QEMU maps adjacent RAM sections: one guest RAM range).
+# latter in two 1 MiB mappings as QEMU maps adjacent RAM sections: one guest RAM range; the low one in
+# 4 KiB pages touched last to first, physically scattered, the high one a huge page if THP allows).
 #  (a) bus master on: the DMA window is built before BORROW (ramscan finds exactly the two buffers,
-#      every page pinned: DMA_LAYOUT and the pinned_pages counter say 1024), BORROW answered 0;
+#      every page pinned: DMA_LAYOUT and the pinned_pages counter say 1024), BORROW answered 0; each
+#      slot mapped with one IOMMU call (debugfs last_borrow), the low one of several physical runs;
 #  (b) the lender writes a stamp on every page of both slots through its outbound window FARPASS_MW_DMA
 #      (OUTBOUND_WINDOW + mmap at each slot's offset): the borrower finds every stamp in its buffers
 #      (bytes through the NTB and the borrower's IOMMU, at the offsets DMA_LAYOUT gave);
@@ -84,6 +86,11 @@ expect_eq "counters: dma_windows" "$(fp_counter $B dma_windows)" 1
 RING=65536         # the interrupt mailbox's ring area, mapped in every DMA window
 expect_eq "counters: bytes mapped in the DMA window: the ring and every pinned page" "$(fp_counter $B xwin_dma_bytes)" $((RING + 1024 * 4096))
 expect "the agent saw BORROW" rig_run $B -- "grep -q '^BORROW 7' $D/agent"
+lb=$(rig_run $B -- "cat $FP_DBG/last_borrow")
+echo "last_borrow: $(tr '\n' ' ' <<<"$lb")"
+lbv() { awk -v n="$1" '$1 == n { print $2 }' <<<"$lb"; }
+expect_eq "last_borrow: each slot, of several runs (the low buffer's scattered 4 KiB pages), mapped with one IOMMU call (one IOTLB sync)" \
+	"$(lbv map_calls) calls, $( (($(lbv runs) > 2)) && echo 'more than 2' || echo "$(lbv runs)") runs" "2 calls, more than 2 runs"
 
 echo "# (b) the lender writes through its outbound window into both buffers"
 expect "lender: stamp slot 0 (seed 1)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off0" --size "$size0" --seed 1
