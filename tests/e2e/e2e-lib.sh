@@ -290,9 +290,9 @@ e2e_l2_end() {
 	expect_eq "L2 QEMU's exit status" "$rc" 0
 }
 
-# e2e_l2_finish VM S0 S1: the snapshots taken around a paused L2's phase kept in $RIGDIR (snapshot-0.txt,
-# snapshot-1.txt), then that L2 continued to its end (e2e_l2_end: its output in E2E_OUT).
-e2e_l2_finish() {
+# e2e_l2_end_with_snapshots VM S0 S1: the snapshots taken around a paused L2's phase kept in $RIGDIR
+# (snapshot-0.txt, snapshot-1.txt), then that L2 continued to its end (e2e_l2_end: its output in E2E_OUT).
+e2e_l2_end_with_snapshots() {
 	printf '%s\n' "$2" >"$RIGDIR/snapshot-0.txt"
 	printf '%s\n' "$3" >"$RIGDIR/snapshot-1.txt"
 	e2e_l2_continue "$1"
@@ -751,7 +751,7 @@ EOF
 	# interrupt pending), its interrupt lines and the kernel's last words.
 	rig_run "$AG_LENDER" -- "echo command=\$(setpci -s $AG_LENT COMMAND) status=\$(setpci -s $AG_LENT STATUS)
 grep vfio /proc/interrupts; dmesg | tail -n 8" | sed 's/^/    lender> /' || true
-	e2e_l2_finish "$vm" "$E2E_S0" "$E2E_S1"
+	e2e_l2_end_with_snapshots "$vm" "$E2E_S0" "$E2E_S1"
 	echo "L2 boot + transfer + power-off: $((SECONDS - t0)) s; the transfer: $((t2 - t1)) s"
 	grep -E '^(L2-|E2E-)' <<<"$E2E_OUT" | sed 's/^/    L2> /'
 	echo "L0 server log:"

@@ -109,7 +109,7 @@ e2e_l2_continue $B
 expect "L2 finished the transfer" e2e_l2_wait $B net-done 1200
 t2=$SECONDS
 s1=$(e2e_snapshot $B)
-e2e_l2_finish $B "$s0" "$s1"
+e2e_l2_end_with_snapshots $B "$s0" "$s1"
 out=$E2E_OUT
 echo "L2 boot + transfer and fio + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB (fio beside it): $((t2 - t1)) s"
 grep -E '^(L2-|E2E-)' <<<"$out" | sed 's/^/    L2> /'
