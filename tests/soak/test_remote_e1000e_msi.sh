@@ -23,7 +23,7 @@
 #  (f) the kernel logs of both L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 # Prints the L2 run's duration and the allowed counters' growth.
 set -euo pipefail
-. "$(dirname "$0")/e2e-lib.sh"
+. "$(dirname "$0")/../e2e/e2e-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
