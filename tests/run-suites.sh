@@ -1,6 +1,7 @@
 #!/bin/bash
 # Run test suites: every tests/<suite>/test_*.sh (and, for "unit", meson's tests), one at a time.
-# Prints each test's result and duration, each suite's duration, and a closing "N passed, N failed".
+# Prints each test's result and duration, each suite's duration, and a closing "N passed, N failed"
+# after the failed tests, each with its first three FAIL lines.
 # A failed test whose rig shows, in the text its VMs wrote during that attempt, an L1 kernel hang that is
 # not ours (tests/rig/l1-hang.sh: l1_hang_verdict) runs once more; the first attempt's logs stay in
 # rig-out/<test>.hang. A test that passes only on its rerun is FLAKY: the summary lists it, and more than
@@ -55,11 +56,12 @@ suite_table() {
 
 # run_test NAME RIGOUT COMMAND...: COMMAND's rig directory is RIGOUT (the test's RIGDIR).
 run_test() {
-	local name=$1 rigout=$2 t0=$SECONDS rc since hangs note=''
+	local name=$1 rigout=$2 t0=$SECONDS rc since hangs note='' out checks
 	shift 2
+	out=$(mktemp)
 	since=$(date +%s.%N)
 	echo "--- $name"
-	"$@"
+	"$@" 2>&1 | tee "$out"
 	rc=$?
 	if [ $rc -ne 0 ]; then
 		if hangs=$(rig_hang_verdicts "$rigout" "$since"); then
@@ -69,7 +71,7 @@ run_test() {
 			rm -rf "$rigout.hang"
 			mv "$rigout" "$rigout.hang"
 			since=$(date +%s.%N)
-			"$@"
+			"$@" 2>&1 | tee "$out"
 			rc=$?
 			if [ $rc -eq 0 ]; then
 				flaky+=("$name")
@@ -87,9 +89,12 @@ run_test() {
 	else
 		results+=("$name FAIL")
 		failed=$((failed + 1))
-		failures+=("$name")
+		# The closing summary names the test's first failed checks: a CI log's tail says what failed.
+		checks=$(grep -m3 '^FAIL' "$out" | sed 's/^/    /')
+		failures+=("$name${checks:+$'\n'$checks}")
 		echo "FAIL $name ($((SECONDS - t0)) s, rc=$rc$note)"
 	fi
+	rm -f "$out"
 }
 
 for spec in "$@"; do

@@ -11,7 +11,8 @@
 #   - a failure without a hang: no rerun; a test that fails again after its rerun fails;
 #   - a hang in a boot that began before the attempt, or in a boot the launcher ended and booted again
 #     after, does not count for a later failure;
-#   - one FLAKY test leaves the run passing; two fail it, saying why.
+#   - one FLAKY test leaves the run passing; two fail it, saying why;
+#   - the closing summary lists a failed test with its FAIL line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d)
@@ -60,7 +61,7 @@ fake_test() {
 	now=\$(date +%s.%N)
 	sed "s/NOW/\$now/" "$scratch/$name.console" >"$scratch/rig-out/$name/borrower2/console.log"
 	sed "s/NOW/\$now/" "$scratch/$name.qemu" >"$scratch/rig-out/$name/borrower2/qemu.log"
-	[ "\$n" -ge $fails ]
+	[ "\$n" -ge $fails ] || { echo "FAIL $name's check (attempt \$((n + 1)))"; exit 1; }
 	SCRIPT
 }
 
@@ -130,6 +131,9 @@ expect "a hang in a boot before the attempt does not count" runs test_l_stale 1
 expect "a hang in a boot the launcher booted again after does not count" runs test_m_rebooted 1
 expect "the summary lists the FLAKY test and counts it" \
 	grep -qx '1 passed, 12 failed, 1 FLAKY' <<<"$OUT"
+expect_eq "the closing summary lists a failed test with its FAIL line" \
+	"$(grep -x -A1 'failed: fake/test_j_plain' <<<"$OUT")" "failed: fake/test_j_plain
+    FAIL test_j_plain's check (attempt 1)"
 expect "... by name" grep -qx 'FLAKY (passed only on a rerun after an L1 kernel hang): fake/test_a_hang' <<<"$OUT"
 
 # One FLAKY test in a run that otherwise passes: the run passes; two FLAKY tests fail it.
