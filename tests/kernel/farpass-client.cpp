@@ -48,9 +48,10 @@
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
-//   farpass-client vfio-borrow UUID --id N [--mb M] [--when-grows FILE] [--hold-until FILE] [--then off|reset]
-//                  (as QEMU: M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB; with --when-grows, print
-//                  "ready", wait until FILE grows (1 ms polls), then 200 ms; bus master on (BORROW), DMA_LAYOUT:
+//   farpass-client vfio-borrow UUID --id N [--mb M] [--when-unpinning] [--hold-until FILE] [--then off|reset]
+//                  (as QEMU: M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB; with --when-unpinning, print
+//                  "ready", wait until the debugfs pinned_pages counter falls below its value then (another
+//                  window's teardown is unpinning, its IOMMU mappings gone: 1 ms polls); bus master on (BORROW), DMA_LAYOUT:
 //                  "bm_on= bm_ms= pinned_all=(debugfs pinned_pages counter then) offset=SLOT0'S-WINDOW-OFFSET
 //                  pinned= charged=(growth of the cgroup's memory.current across bus master on, bytes; -1:
 //                  no cgroup v2)"
@@ -1085,6 +1086,20 @@ long long cgroup_memory()
 	return !path.empty() && cur >> v ? v : -1;
 }
 
+// The debugfs pinned_pages counter: every instance's pinned pages (all-ones if unreadable).
+unsigned long long pinned_pages()
+{
+	unsigned long long n = ~0ull;
+	if (FILE *f = std::fopen("/sys/kernel/debug/farpass/counters", "r")) {
+		char line[128];
+		while (std::fgets(line, sizeof(line), f))
+			if (!std::strncmp(line, "pinned_pages ", 13))
+				n = std::strtoull(line + 13, nullptr, 10);
+		std::fclose(f);
+	}
+	return n;
+}
+
 int run_vfio_borrow(const Args &a, int fd)
 {
 	if (a.positional.empty())
@@ -1108,18 +1123,16 @@ int run_vfio_borrow(const Args &a, int fd)
 	uint32_t cmd = 0;
 	if (int err = cfg_command(v, cfg, cmd, what))
 		return finish(a, err, what);
-	if (a.has("when-grows")) {
-		// Ready to borrow at once: wait (1 ms polls, at most 300 s) until the file grows, then 200 ms.
-		const std::string file = a.str("when-grows");
-		const auto size0 = std::filesystem::file_size(file);
+	if (a.has("when-unpinning")) {
+		// Ready to borrow at once: wait (1 ms polls, at most 300 s) for another window's unpinning.
+		const unsigned long long pinned0 = pinned_pages();
 		std::printf("ready\n");
 		std::fflush(stdout);
-		for (int i = 0; std::filesystem::file_size(file) == size0; i++)
+		for (int i = 0; pinned_pages() >= pinned0; i++)
 			if (i == 300000)
-				return finish(a, ETIMEDOUT, "when-grows");
+				return finish(a, ETIMEDOUT, "when-unpinning");
 			else
 				usleep(1000);
-		usleep(200000);
 	}
 	double t0 = now_ms();
 	const long long mem0 = cgroup_memory();
@@ -1127,14 +1140,7 @@ int run_vfio_borrow(const Args &a, int fd)
 	const long bm_ms = static_cast<long>(now_ms() - t0);
 	const long long charged = mem0 < 0 ? -1 : cgroup_memory() - mem0;
 	// Every instance's pinned pages at once, to tell whether another window was still being torn down.
-	unsigned long long all = ~0ull;
-	if (FILE *f = std::fopen("/sys/kernel/debug/farpass/counters", "r")) {
-		char line[128];
-		while (std::fgets(line, sizeof(line), f))
-			if (!std::strncmp(line, "pinned_pages ", 13))
-				all = std::strtoull(line + 13, nullptr, 10);
-		std::fclose(f);
-	}
+	const unsigned long long all = pinned_pages();
 	farpass_dma_layout l;
 	int lerr = bm ? bm : dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);
 	char detail[192];
@@ -2365,7 +2371,7 @@ int main(int argc, char **argv)
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
 			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
 			    key == "reset" || key == "no-mmap" || key == "mmap" || key == "lease" ||
-			    key == "borrow" || key == "again")
+			    key == "borrow" || key == "again" || key == "when-unpinning")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];

@@ -21,9 +21,9 @@
 #  (14) not borrowed, nothing crosses the link: a trapped read of BAR0 word 0 is all-ones although the
 #      lender maps edu at the slot; with the slot unmapped on the lender (as between leases), a trapped
 #      read and a read of the mmap give all-ones and the lender logs no new DMAR fault.
-#  (5) device 9 (512 MiB of 4 KiB pages) returns, device 10 borrows 200 ms after the agent logs that
-#      RETURN, while device 9's pages are still pinned (its window being torn down): device 10's
-#      window is placed elsewhere, not on device 9's range.
+#  (5) device 9 (512 MiB of 4 KiB pages) returns, device 10 borrows once device 9's pages are being
+#      unpinned (its IOMMU mappings gone, the rest still pinned): device 10's window is placed
+#      elsewhere, not on device 9's range.
 #  (12) a VFIO user in a memory cgroup borrowing 512 MiB (its pages charged before): the cgroup's
 #      memory.current grows by the DMA window's page array (1 MiB), less one memcg charge batch at most
 #      (256 KiB); without CAP_IPC_LOCK and with a 1 MiB RLIMIT_MEMLOCK, a borrow of 2 MiB fails with
@@ -146,16 +146,17 @@ expect_eq "lender: no new DMAR fault (was $faults)" "$(dmar)" "$faults"
 
 echo "# (5) a returned window's range is reused only once it is unmapped"
 # Device 9 borrows 512 MiB of pages that are physically apart (131072 IOMMU mappings to unmap, then
-# 131072 pages to unpin at the return: about a second); device 10, ready, borrows 200 ms after the
-# agent logs device 9's RETURN (its log grows), when the teardown has begun. If device 9's pages were still pinned right after device 10's borrow (pinned_pages
-# above device 10's 512), device 10 was placed during the teardown: not on that range. A scheduling
-# that lets device 9 finish first proves nothing: tried again, at most 3 times.
+# 131072 pages to unpin, in batches of 512, at the return); device 10, ready, borrows as soon as the
+# debugfs pinned_pages counter falls (the unpinning has begun). If device 9's pages were still pinned
+# right after device 10's borrow (pinned_pages above device 10's 512), device 10 was placed during the
+# teardown: not on that range. A scheduling that lets device 9 finish first proves nothing: tried again,
+# at most 3 times.
 borrow() { fp_client $B vfio-borrow "$(uq "$1")" --id "$@"; }
 for try in 1 2 3; do
 	rig_run $B -- "rm -f $D/go; $FP_CLIENT vfio-borrow $(uq 9) --id 9 --mb 512 --hold-until $D/go --then off \
 		</dev/null >$D/big.out 2>&1 &"
 	expect "device 9 borrowed 131072 pages" ntb_wait $B 120 "grep -q 'pinned=131072' $D/big.out"
-	out=$(rig_run $B -- "$FP_CLIENT vfio-borrow $(uq 10) --id 10 --when-grows $D/agent --then off >$D/small.out 2>&1 &
+	out=$(rig_run $B -- "$FP_CLIENT vfio-borrow $(uq 10) --id 10 --when-unpinning --then off >$D/small.out 2>&1 &
 		until grep -q ready $D/small.out; do sleep 0.01; done; touch $D/go; wait; cat $D/small.out")
 	expect "device 9 returned" ntb_wait $B 120 "grep -q 'then=ok' $D/big.out"
 	big=$(rig_run $B -- "cat $D/big.out")
