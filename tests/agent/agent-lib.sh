@@ -138,10 +138,50 @@ ag_wait_count() {
 	return 1
 }
 
+# ag_sriov_up: in the lender of a RIG_LENDER_SRIOV=1 rig, the SR-IOV NVMe's two VFs made lendable, checked:
+# the PF on the lender's nvme driver gives each secondary controller 2 queues (admin and one I/O) and 1
+# interrupt from its flexible pools (after taking the PF's own flexible ones to 0 and resetting it, the
+# sequence of QEMU's docs/system/devices/nvme.rst), enables the VFs with no driver probing them (the nvme
+# driver would find an offline controller and fail), brings both controllers online and attaches nsid K
+# to controller K (VF K) only; each VF then has an IOMMU group of its own.
+ag_sriov_up() {
+	local pf vf1 vf2 groups
+	pf=$(rig_lender_sriov_pci 0) vf1=$(rig_lender_sriov_pci 1) vf2=$(rig_lender_sriov_pci 2)
+	expect "lender: the nvme driver has the SR-IOV PF $pf" rig_run lender -- "modprobe nvme
+for i in \$(seq 40); do ls /sys/bus/pci/devices/$pf/nvme/nvme* >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"
+	rig_run lender -- "basename /sys/bus/pci/devices/$pf/nvme/nvme* >/tmp/sriov-pf"
+	expect "lender: nvme virt-mgmt gave each VF its queues and interrupt, VFs enabled and online" \
+		rig_run lender -- "set -e; c=/dev/\$(cat /tmp/sriov-pf)
+nvme virt-mgmt \$c -c 0 -r 1 -a 1 -n 0; nvme virt-mgmt \$c -c 0 -r 0 -a 1 -n 0
+echo 1 >/sys/bus/pci/devices/$pf/reset
+echo 0 >/sys/bus/pci/devices/$pf/sriov_drivers_autoprobe; echo 2 >/sys/bus/pci/devices/$pf/sriov_numvfs
+for k in 1 2; do
+	nvme virt-mgmt \$c -c \$k -r 1 -a 8 -n 1; nvme virt-mgmt \$c -c \$k -r 0 -a 8 -n 2; nvme virt-mgmt \$c -c \$k -a 9
+	nvme attach-ns \$c -n \$k -c \$k
+done"
+	expect_eq "lender: both secondary controllers online" \
+		"$(rig_run lender -- 'nvme list-secondary /dev/$(cat /tmp/sriov-pf)' | grep -c '(Online)')" 2
+	for k in 1 2; do
+		expect_eq "lender: nsid $k attached to controller $k only" \
+			"$(rig_run lender -- "nvme list-ctrl /dev/\$(cat /tmp/sriov-pf) -n $k" | sed -n 's/^\[ *[0-9]*\]: *//p' | paste -sd ' ')" 0x$k
+	done
+	groups=$(rig_run lender -- "for d in $pf $vf1 $vf2; do basename \$(readlink /sys/bus/pci/devices/\$d/iommu_group); done" | sort -u | wc -l)
+	expect_eq "lender: the PF and each VF in IOMMU groups of their own" "$groups" 3
+	expect_eq "lender: the PF on nvme, the VFs on no driver" \
+		"$(ag_lender_drivers)" "nvme none none"
+}
+
+# ag_lender_drivers: the drivers of RIG_LENDER_SRIOV's PF and VFs 1 and 2 in the lender ("none" for none).
+ag_lender_drivers() {
+	rig_run lender -- "for d in $(rig_lender_sriov_pci 0) $(rig_lender_sriov_pci 1) $(rig_lender_sriov_pci 2); do
+	l=\$(readlink /sys/bus/pci/devices/\$d/driver) && basename \$l || echo none; done" | paste -sd ' '
+}
+
 # ag_lender_up [AGENT-CONFIG-FRAGMENT]: vfio-pci in the lender ($AG_LENDER), its agent started, $AG_LENT
-# and $AG_LENT_ALSO lent.
+# and $AG_LENT_ALSO lent; in a RIG_LENDER_SRIOV=1 rig the lender's VFs made lendable first (ag_sriov_up).
 ag_lender_up() {
 	local pci l=$AG_LENDER
+	[ "${RIG_LENDER_SRIOV:-0}" != 1 ] || [ "$l" != lender ] || ag_sriov_up
 	expect "$l: vfio-pci and the IOMMU are there" \
 		rig_run "$l" -- "modprobe -a vfio-pci vfio_iommu_type1 && test -e /sys/bus/pci/devices/$AG_LENT/iommu_group"
 	ag_config "$l" "${1:-}"

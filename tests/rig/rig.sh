@@ -33,6 +33,10 @@
 #   RIG_LENDER_NVMES the lender's NVMe controllers (default 1), each with its own backing file on L0
 #                    (rig_lender_nvme_img K, rig_lender_nvme_pci K: K from 0); RIG_LENDER2_NVMES: lender2's
 #                    (default 1; rig_lender_nvme_img K lender2)
+#   RIG_LENDER_SRIOV=1 the lender also has an SR-IOV NVMe (PF rig_lender_sriov_pci 0 behind a root port,
+#                    2 VFs rig_lender_sriov_pci 1|2) with two detached namespaces, nsid K's backing file
+#                    rig_lender_sriov_img K (K 1, 2); agent-lib.sh's ag_sriov_up brings the VFs online,
+#                    nsid K attached to VF K only
 #   RIG_BOOT_TIMEOUT seconds to wait for a VM to be ready (default 240)
 #   RIG_RUN_TIMEOUT  default rig_run timeout (default 600)
 #   RIG_TCG_THREAD   the L1s' TCG threading, single (default) or multi (unsafe: see _rig_prepare_vm)
@@ -71,6 +75,10 @@ rig_vm_dir() { printf '%s/%s\n' "$RIGDIR" "$1"; }
 rig_lender_nvme_img() { local k=${1:-0}; printf '%s/%s-nvme%s.img\n' "$RIGDIR" "${2:-lender}" "${k#0}"; }
 rig_lender_nvme_pci() { printf '0000:00:%02x.0\n' "$(_rig_lender_nvme_slot "${1:-0}")"; }
 _rig_lender_nvme_slot() { echo $(($1 ? 0x10 + $1 - 1 : 0x8)); }
+# rig_lender_sriov_img K, rig_lender_sriov_pci VF: RIG_LENDER_SRIOV's namespace K's backing file, and its PF
+# (VF 0) or VF VF (its root port at 00:0c.0 gives it bus 1).
+rig_lender_sriov_img() { printf '%s/lender-sriov-ns%s.img\n' "$RIGDIR" "$1"; }
+rig_lender_sriov_pci() { printf '0000:01:00.%s\n' "$1"; }
 # Where the built .ko files are; the same path inside L1 (it runs on L0's root).
 rig_modules_dir() { printf '%s\n' "$FARPASS_KO_DIR"; }
 rig_vm_ip() {
@@ -308,6 +316,18 @@ _rig_prepare_vm() {
 				-device "nvme,drive=nvme$k,serial=farpass${vm#lender}-nvme$k,addr=$(printf 0x%x "$(_rig_lender_nvme_slot $k)")")
 		done
 	fi
+	if [ "$vm" = lender ] && [ "${RIG_LENDER_SRIOV:-0}" = 1 ]; then
+		# VFs need a PCIe port above the PF (ARI and VF bus numbers). ag_sriov_up gives each VF 2 queues
+		# (admin, one I/O) and 1 interrupt from the flexible pools; QEMU wants max_ioqpairs -
+		# sriov_vq_flexible >= 2 for the PF. The namespaces start detached: only ag_sriov_up attaches them.
+		a+=(-device pcie-root-port,id=sriovrp,chassis=1,slot=1,addr=0xc
+			-device nvme-subsys,id=sriovsubsys,nqn=farpass-sriov
+			-device nvme,id=sriovnvme,serial=farpass-sriov,subsys=sriovsubsys,bus=sriovrp,sriov_max_vfs=2,sriov_vq_flexible=8,sriov_vi_flexible=4,max_ioqpairs=10,msix_qsize=8)
+		for k in 1 2; do
+			a+=(-drive "file=$(rig_lender_sriov_img $k),if=none,id=sriovns$k,format=raw,cache=writeback"
+				-device "nvme-ns,drive=sriovns$k,bus=sriovnvme,nsid=$k,detached=true,shared=false")
+		done
+	fi
 	local extra=RIG_${vm^^}_EXTRA
 	# shellcheck disable=SC2206
 	a+=(${!extra:-})
@@ -496,13 +516,16 @@ rig_up() {
 	rm -rf "$RIGDIR"/lender "$RIGDIR"/lender2 "$RIGDIR"/borrower[12] "$RIGDIR"/link*.sock "$RIGDIR"/relay*.sock \
 		"$RIGDIR"/link-relay*.log "$RIGDIR/boot-times.txt"
 	# Fresh sparse NVMe backing files per rig: tests start from a known state.
-	rm -f "$RIGDIR"/lender-nvme*.img "$RIGDIR"/lender2-nvme*.img
+	rm -f "$RIGDIR"/lender-nvme*.img "$RIGDIR"/lender2-nvme*.img "$RIGDIR"/lender-sriov-ns*.img
 	for vm in "${RIG_LENDER_VMS[@]}"; do
 		local nvmes=RIG_${vm^^}_NVMES
 		for ((n = 0; n < ${!nvmes:-1}; n++)); do
 			truncate -s 256M "$(rig_lender_nvme_img $n "$vm")"
 		done
 	done
+	if [ "${RIG_LENDER_SRIOV:-0}" = 1 ]; then
+		truncate -s 256M "$(rig_lender_sriov_img 1)" "$(rig_lender_sriov_img 2)"
+	fi
 	_rig_lan_ports
 	_rig_start_hub
 	for vm in "${RIG_VMS[@]}"; do
