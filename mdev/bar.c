@@ -198,10 +198,10 @@ int fp_bar_slots_check(struct fp_link *link, const struct farpass_announce *desc
 }
 
 /*
- * The physical address of BAR @b's slot in our outbound BAR window. Checked again against the window
- * itself (our outbound window's size, as the peer's inbound one: xwin.h), never trusting the sum.
+ * Checked again against the window itself (our outbound window's size, as the peer's inbound one:
+ * xwin.h), never trusting the sum.
  */
-static int fp_bar_slot_phys(struct fp_link *link, const struct farpass_bar *b, phys_addr_t *phys)
+int fp_bar_slot_phys(struct fp_link *link, const struct farpass_bar *b, phys_addr_t *phys)
 {
 	phys_addr_t base;
 	u64 size, end;

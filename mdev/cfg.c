@@ -107,6 +107,33 @@ void fp_bar_bits(const struct farpass_bar bars[FARPASS_NUM_BARS], int i, u32 *ma
 	*mask = (u32)~(b->size - 1) & ~0xfu;
 }
 
+bool fp_vcfg_bar_addr(const struct fp_vcfg *c, const struct farpass_bar bars[FARPASS_NUM_BARS], int i,
+		      u64 *addr)
+{
+	const struct farpass_bar *b;
+	u64 a = 0, sizing;
+	u8 reg[8] = { 0 };
+	int k;
+
+	if (i < 0 || i >= FARPASS_NUM_BARS)
+		return false;
+	b = &bars[i];
+	/* An I/O BAR, none, or the upper half of a 64-bit one (size 0). */
+	if (!b->size || b->flags & FARPASS_BAR_IO)
+		return false;
+	if (b->flags & FARPASS_BAR_MEM64 && i + 1 >= FARPASS_NUM_BARS)
+		return false;
+	fp_vcfg_read(c, FP_PCI_BAR0 + 4 * i, b->flags & FARPASS_BAR_MEM64 ? 8 : 4, reg);
+	for (k = 7; k >= 0; k--)
+		a = a << 8 | reg[k];
+	a &= ~(u64)0xf;
+	sizing = ~(b->size - 1) & (b->flags & FARPASS_BAR_MEM64 ? ~(u64)0 : 0xffffffffULL) & ~(u64)0xf;
+	if (!a || a == sizing)
+		return false;
+	*addr = a;
+	return true;
+}
+
 void fp_vcfg_init(struct fp_vcfg *c, const struct farpass_bar bars[FARPASS_NUM_BARS])
 {
 	u32 mask, low;

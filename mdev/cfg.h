@@ -87,6 +87,14 @@ void fp_vcfg_init(struct fp_vcfg *c, const struct farpass_bar bars[FARPASS_NUM_B
 /* The BAR register's writable address bits and its read-only low bits (type, prefetch). */
 void fp_bar_bits(const struct farpass_bar bars[FARPASS_NUM_BARS], int i, u32 *mask, u32 *low);
 
+/*
+ * The guest address of memory BAR @i (its upper half too if 64-bit): true and *addr if the guest
+ * placed it (not 0, not the all-ones of sizing), false otherwise. The address bits below the size are
+ * not writable, so the BAR never wraps past 2^64.
+ */
+bool fp_vcfg_bar_addr(const struct fp_vcfg *c, const struct farpass_bar bars[FARPASS_NUM_BARS], int i,
+		      u64 *addr);
+
 enum fp_cap_policy fp_cap_policy(u8 id);
 
 /*

@@ -52,12 +52,20 @@ struct fp_dmawin {
 	struct page **pages[FP_WIN_MAX_SLOTS];	/* per slot page; NULL = not pinned; caller's dma_lock */
 	atomic64_t pinned;		/* pages pinned now (DMA_LAYOUT reads it without dma_lock) */
 	bool quarantined;		/* fp_dmawin_lock: no pages, the lender may still map the range */
+	struct fp_dmawin_peer peers[FP_DMAWIN_MAX_PEERS];	/* immutable once on the list */
+	u64 peer_off[FP_DMAWIN_MAX_PEERS];	/* each peer's slot in the sub-window, after the RAM */
+	bool peer_mapped[FP_DMAWIN_MAX_PEERS];	/* fp_dmawin_lock */
+	u32 nr_peers;
 };
 
 static DEFINE_MUTEX(fp_dmawin_lock);
 static LIST_HEAD(fp_dmawins);
 
-/* ramscan's probe: can one page be pinned for read and write? -EINVAL/-EPERM mean a hole. */
+/*
+ * ramscan's probe: can one page be pinned for read and write? -EINVAL/-EPERM mean a hole, and so does
+ * -EFAULT: type1 refuses a PFNMAP page that is normal memory, which is what QEMU's mapping of another
+ * farpass device's BAR mmap shows while that device is not borrowed (its idle page).
+ */
 static int fp_dmawin_probe(void *ctx, u64 iova, u64 npages)
 {
 	struct vfio_device *vdev = ctx;
@@ -69,7 +77,7 @@ static int fp_dmawin_probe(void *ctx, u64 iova, u64 npages)
 		vfio_unpin_pages(vdev, iova, 1);
 		return 1;
 	}
-	if (ret == -EINVAL || ret == -EPERM)
+	if (ret == -EINVAL || ret == -EPERM || ret == -EFAULT)
 		return 0;
 	return ret < 0 ? ret : -EIO;
 }
@@ -300,7 +308,47 @@ static int fp_dmawin_place(struct fp_dmawin *w, u64 align, u64 usable)
 	return 0;
 }
 
-static int fp_dmawin_build(struct fp_dmawin *w)
+/* Does [gpa, gpa + size) overlap a RAM slot of the layout or a peer placed before? */
+static bool fp_peer_overlaps(const struct fp_dmawin *w, u64 gpa, u64 size)
+{
+	u32 i;
+
+	for (i = 0; i < w->layout.nr; i++)
+		if (gpa < w->layout.slots[i].gpa + w->layout.slots[i].size && w->layout.slots[i].gpa < gpa + size)
+			return true;
+	for (i = 0; i < w->nr_peers; i++)
+		if (gpa < w->peers[i].gpa + w->peers[i].size && w->peers[i].gpa < gpa + size)
+			return true;
+	return false;
+}
+
+/*
+ * Give each usable peer BAR a slot after the RAM, aligned to min(size, 2 MiB) as its guest address
+ * is (the lender's mappings can use large pages); returns the window bytes used. A peer that is not
+ * page-sized, overlaps, or does not fit in @usable is left out (its addresses fault as before).
+ */
+static u64 fp_dmawin_place_peers(struct fp_dmawin *w, const struct fp_dmawin_peer *peers, u32 nr, u64 usable)
+{
+	u64 end = w->layout.size, off, top;
+	u32 i;
+
+	for (i = 0; i < nr && w->nr_peers < FP_DMAWIN_MAX_PEERS; i++) {
+		const struct fp_dmawin_peer *p = &peers[i];
+
+		if (!is_power_of_2(p->size) || p->size < PAGE_SIZE || !IS_ALIGNED(p->gpa, p->size) ||
+		    !PAGE_ALIGNED(p->phys) || fp_peer_overlaps(w, p->gpa, p->size))
+			continue;
+		off = round_up(end, min_t(u64, p->size, FP_DMAWIN_RANGE_ALIGN));
+		if (check_add_overflow(off, p->size, &top) || top > usable)
+			continue;
+		w->peers[w->nr_peers] = *p;
+		w->peer_off[w->nr_peers++] = off;
+		end = top;
+	}
+	return end;
+}
+
+static int fp_dmawin_build(struct fp_dmawin *w, const struct fp_dmawin_peer *peers, u32 nr_peers)
 {
 	struct fp_ramscan scan = {
 		.probe = fp_dmawin_probe,
@@ -338,7 +386,7 @@ static int fp_dmawin_build(struct fp_dmawin *w)
 
 	/* The sub-window's own start keeps both alignments, so offsets in it keep theirs. */
 	align = max_t(u64, params.xlat_align, FP_DMAWIN_RANGE_ALIGN);
-	w->span = round_up(w->layout.size, align);
+	w->span = round_up(fp_dmawin_place_peers(w, peers, nr_peers, usable), align);
 	mutex_lock(&fp_dmawin_lock);
 	ret = fp_dmawin_place(w, align, usable);
 	mutex_unlock(&fp_dmawin_lock);
@@ -346,7 +394,8 @@ static int fp_dmawin_build(struct fp_dmawin *w)
 }
 
 int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
-		     struct fp_dmawin **out, struct fp_borrow_stat *st)
+		     const struct fp_dmawin_peer *peers, u32 nr_peers, struct fp_dmawin **out,
+		     struct fp_borrow_stat *st)
 {
 	struct fp_dmawin *w;
 	u64 t0 = ktime_get_ns(), t1, t2;
@@ -359,7 +408,7 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 	w->vdev = vdev;
 	w->device_id = device_id;
 	INIT_LIST_HEAD(&w->node);
-	ret = fp_dmawin_build(w);
+	ret = fp_dmawin_build(w, peers, nr_peers);
 	if (ret)
 		goto out_free;
 	t1 = ktime_get_ns();
@@ -409,12 +458,64 @@ static void fp_dmawin_lift(struct fp_link *link, bool all, u32 device_id)
 	}
 }
 
+/* Unmap (flushed) peer slot @i of @w if it is mapped. */
+static void fp_peer_unmap(struct fp_dmawin *w, u32 i)
+{
+	lockdep_assert_held(&fp_dmawin_lock);
+	if (!w->peer_mapped[i])
+		return;
+	fp_xwin_unmap(w->link, FARPASS_MW_DMA, w->base + w->peer_off[i], w->peers[i].size);
+	w->peer_mapped[i] = false;
+	fp_count(FP_C_DMA_PEERS, -1);
+}
+
+void fp_dmawin_map_peers(struct fp_dmawin *w, bool (*open)(u64 owner))
+{
+	u32 i;
+	int ret;
+
+	mutex_lock(&fp_dmawin_lock);
+	for (i = 0; i < w->nr_peers; i++) {
+		if (w->peer_mapped[i] || !open(w->peers[i].owner))
+			continue;
+		ret = fp_xwin_map(w->link, FARPASS_MW_DMA, w->base + w->peer_off[i], w->peers[i].phys,
+				  w->peers[i].size, FP_DMAWIN_PROT | IOMMU_MMIO);
+		if (ret) {
+			pr_warn_ratelimited(FP_NAME ": device %u: peer BAR at guest %#llx: %pe\n", w->device_id,
+					    w->peers[i].gpa, ERR_PTR(ret));
+			continue;
+		}
+		w->peer_mapped[i] = true;
+		fp_count(FP_C_DMA_PEERS, 1);
+	}
+	mutex_unlock(&fp_dmawin_lock);
+}
+
+void fp_dmawin_unmap_peers_of(u64 owner)
+{
+	struct fp_dmawin *w;
+	u32 i;
+
+	mutex_lock(&fp_dmawin_lock);
+	list_for_each_entry(w, &fp_dmawins, node)
+		for (i = 0; i < w->nr_peers; i++)
+			if (w->peers[i].owner == owner)
+				fp_peer_unmap(w, i);
+	mutex_unlock(&fp_dmawin_lock);
+}
+
 void fp_dmawin_destroy(struct fp_dmawin *w, bool returned)
 {
+	u32 i;
+
 	/*
 	 * Unmapped (IOTLB flushed) and unpinned while the range is still listed: a concurrent borrow
 	 * cannot be placed on pages the NTB still reaches.
 	 */
+	mutex_lock(&fp_dmawin_lock);
+	for (i = 0; i < w->nr_peers; i++)
+		fp_peer_unmap(w, i);
+	mutex_unlock(&fp_dmawin_lock);
 	fp_dmawin_release_pages(w);
 	fp_count(FP_C_DMA_WINDOWS, -1);
 	mutex_lock(&fp_dmawin_lock);
@@ -541,6 +642,16 @@ long fp_dmawin_refill(struct fp_dmawin *w)
 	return total - atomic64_read(&w->pinned);
 }
 
+/* Insert a slot into @l, keeping slots[] ascending in gpa (at most FARPASS_DMA_SLOTS: see below). */
+static void fp_layout_add(struct farpass_dma_layout *l, u64 gpa, u64 size, u64 offset)
+{
+	u32 i = l->nr_slots++;
+
+	for (; i && l->slots[i - 1].gpa > gpa; i--)
+		l->slots[i] = l->slots[i - 1];
+	l->slots[i] = (struct farpass_dma_slot){ .gpa = gpa, .size = size, .offset = offset };
+}
+
 int fp_dmawin_layout(struct farpass_dma_layout *l)
 {
 	struct fp_rdev *rdev;
@@ -548,17 +659,17 @@ int fp_dmawin_layout(struct farpass_dma_layout *l)
 	bool known = false;
 	int i, ret = -ENODATA;
 
-	BUILD_BUG_ON(FARPASS_DMA_SLOTS < FP_WIN_MAX_SLOTS);
+	BUILD_BUG_ON(FARPASS_DMA_SLOTS < FP_WIN_MAX_SLOTS + FP_DMAWIN_MAX_PEERS);
 	mutex_lock(&fp_dmawin_lock);
 	list_for_each_entry(w, &fp_dmawins, node) {
 		if (w->device_id != l->device_id || w->quarantined)
 			continue;
-		l->nr_slots = w->layout.nr;
-		for (i = 0; i < w->layout.nr; i++) {
-			l->slots[i].gpa = w->layout.slots[i].gpa;
-			l->slots[i].size = w->layout.slots[i].size;
-			l->slots[i].offset = w->base + w->layout.slots[i].offset;
-		}
+		l->nr_slots = 0;
+		for (i = 0; i < w->layout.nr; i++)
+			fp_layout_add(l, w->layout.slots[i].gpa, w->layout.slots[i].size,
+				      w->base + w->layout.slots[i].offset);
+		for (i = 0; i < w->nr_peers; i++)
+			fp_layout_add(l, w->peers[i].gpa, w->peers[i].size, w->base + w->peer_off[i]);
 		l->pages_pinned = atomic64_read(&w->pinned);
 		ret = 0;
 		break;

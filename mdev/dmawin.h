@@ -9,9 +9,10 @@
  * BORROW. Teardown unmaps (the IOTLB is flushed before fp_xwin_unmap returns), then unpins.
  *
  * Locking: fp_dmawin_lock (mutex, dmawin.c) protects the list of windows (sub-window allocation, the
- * DMA_LAYOUT lookup); each window's pages are protected by the caller's lock (the instance's
- * dma_lock), which serialises create, destroy and dma_unmap of one instance. Order: dma_lock ->
- * fp_dmawin_lock, link->ctrl_lock -> fp_dmawin_lock; fp_dmawin_lock is never held with fp_lock.
+ * DMA_LAYOUT lookup) and whether each peer slot is mapped; each window's pages are protected by the
+ * caller's lock (the instance's dma_lock), which serialises create, destroy and dma_unmap of one
+ * instance. Order: dma_lock -> fp_p2p_lock -> fp_dmawin_lock, link->ctrl_lock -> fp_dmawin_lock;
+ * fp_dmawin_lock is never held with fp_lock.
  */
 #ifndef FARPASS_DMAWIN_H
 #define FARPASS_DMAWIN_H
@@ -24,12 +25,37 @@ struct vfio_device;
 struct farpass_dma_layout;
 struct fp_borrow_stat;
 
+/* Peer BARs a window can lead to (p2p.c): one device's few memory BARs, for a few devices. */
+#define FP_DMAWIN_MAX_PEERS	8
+
 /*
- * Discover, lay out, pin and map the RAM of @vdev's VFIO user: 0 and *out, or -errno (nothing kept).
- * On success @st gets the times of the steps and the pages pinned.
+ * A memory BAR of another farpass instance of the same VFIO user, on another link: its guest
+ * addresses get a slot of the window after the RAM, mapped (MMIO) onto the BAR's slot in the other
+ * link's outbound BAR window.
+ */
+struct fp_dmawin_peer {
+	u64 owner;		/* the instance's identity (p2p.c), never reused */
+	u64 gpa;		/* where the guest placed the BAR: aligned to its size */
+	u64 size;		/* a power of two, page multiple */
+	phys_addr_t phys;	/* the BAR's slot in the other link's outbound BAR window */
+};
+
+/*
+ * Discover, lay out, pin and map the RAM of @vdev's VFIO user, and lay out the @nr_peers @peers (those
+ * overlapping RAM or each other, or beyond the window, left out): 0 and *out, or -errno (nothing
+ * kept). The peers are not mapped yet (fp_dmawin_map_peers). On success @st gets the times of the
+ * steps and the pages pinned.
  */
 int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
-		     struct fp_dmawin **out, struct fp_borrow_stat *st);
+		     const struct fp_dmawin_peer *peers, u32 nr_peers, struct fp_dmawin **out,
+		     struct fp_borrow_stat *st);
+/*
+ * Map the window's peer slots whose owner @open says is still open (p2p.c, under the lock its
+ * instances close under, so a peer either is seen gone here or has its mapping removed by its close).
+ */
+void fp_dmawin_map_peers(struct fp_dmawin *w, bool (*open)(u64 owner));
+/* The instance @owner closes: every window's mappings of its BARs go, the IOTLB flushed. */
+void fp_dmawin_unmap_peers_of(u64 owner);
 /*
  * Unmap from the NTB's domain (flushed), then unpin. @returned: the lender confirmed the lease ended
  * (RETURN answered): the range is free again, and so are the device's quarantined ones. Otherwise the

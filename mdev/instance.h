@@ -18,6 +18,7 @@
 struct eventfd_ctx;
 struct fp_dmauser;
 struct fp_dmawin;
+struct fp_link;
 struct inode;
 struct page;
 struct vm_area_struct;
@@ -62,6 +63,8 @@ struct fp_mdev {
 	struct delayed_work refill;	/* pins what the VFIO user maps again after an unmap */
 	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
 	struct fp_dmauser *dmauser;	/* the VFIO user's unmaps in flight (dmauser.c); open..close */
+	struct list_head p2p_node;	/* fp_p2p_lock: in the open instances (p2p.c); open..close */
+	u64 p2p_id;			/* fp_p2p_lock: this open's identity, never reused */
 
 	spinlock_t irq_lock;		/* the INTx/MSI/MSI-X triggers; irqsave (hard-irq delivery) */
 	int irq_index;			/* INTx, MSI or MSI-X enabled, -1 none; bm_lock + irq_lock to write */
@@ -94,6 +97,8 @@ const struct farpass_bar *fp_bar_mapped(struct fp_mdev *fm, u32 index);
 int fp_bar_sparse_cap(struct fp_mdev *fm, u32 index, u64 size, struct vfio_info_cap *caps);
 ssize_t fp_bar_rw(struct fp_mdev *fm, u32 index, char __user *ubuf, size_t count, u64 off, bool write);
 int fp_bar_mmap(struct vfio_device *vdev, struct vm_area_struct *vma);
+/* The physical address of BAR @b's slot in @link's outbound BAR window: 0, or -errno if it is not there. */
+int fp_bar_slot_phys(struct fp_link *link, const struct farpass_bar *b, phys_addr_t *phys);
 /* Open/close of the instance: the BAR mmaps' address space and idle page, the trapped ioremaps. */
 int fp_bar_open(struct fp_mdev *fm);
 void fp_bar_close(struct fp_mdev *fm);

@@ -33,6 +33,7 @@
 #include "instance.h"
 #include "irqbridge.h"
 #include "link.h"
+#include "p2p.h"
 #include "proto.h"
 #include "types.h"
 #include "upcall.h"
@@ -389,7 +390,7 @@ static int fp_borrow(struct fp_mdev *fm)
 
 	lockdep_assert_held(&fm->bm_lock);
 	mutex_lock(&fm->dma_lock);
-	ret = fp_dmawin_create(link, &fm->vdev, fm->rdev->desc.device_id, &fm->dmawin, &st);
+	ret = fp_p2p_window_create(fm, &st);
 	mutex_unlock(&fm->dma_lock);
 	if (ret) {
 		dev_warn_ratelimited(fm->vdev.dev, "farpass: DMA window of device %u: %pe\n",
@@ -617,6 +618,7 @@ static int fp_vfio_open(struct vfio_device *vdev)
 	fm->scanned = false;
 	fm->borrowed = false;
 	fm->irq_index = -1;
+	fp_p2p_open(fm);
 	fp_count(FP_C_VFIO_OPEN, 1);
 	return 0;
 
@@ -630,6 +632,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	struct fp_mdev *fm = fp_mdev_of(vdev);
 	struct eventfd_ctx *err, *req;
 
+	fp_p2p_close(fm);
 	mutex_lock(&fm->bm_lock);
 	if (fm->borrowed)
 		fp_return(fm);

@@ -22,9 +22,10 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define FARPASS_API_VERSION	3		/* bumped on any incompatible change (2: BAR window
+#define FARPASS_API_VERSION	4		/* bumped on any incompatible change (2: BAR window
 						 * offsets and irq_slot in ANNOUNCE; 3: one mdev type
-						 * per slot, no deferred ANNOUNCE/WITHDRAW) */
+						 * per slot, no deferred ANNOUNCE/WITHDRAW; 4: peer BAR
+						 * slots in DMA_LAYOUT, 16 slots) */
 #define FARPASS_DEV_PATH	"/dev/farpass"
 #define FARPASS_IOCTL_TYPE	'F'
 
@@ -32,7 +33,7 @@
 #define FARPASS_NUM_BARS	6
 #define FARPASS_IRQ_SLOTS	16		/* lent devices per link: interrupt slots, mdev types */
 #define FARPASS_IRQ_VECTORS	2048		/* vectors per device (MSI-X's maximum) */
-#define FARPASS_DMA_SLOTS	8		/* guest RAM ranges per DMA window layout */
+#define FARPASS_DMA_SLOTS	16		/* guest RAM ranges and peer BARs per DMA window layout */
 #define FARPASS_MAX_DEVICES	64		/* announced devices per host */
 
 /* ------------------------------------------------------------------------------------- commands */
@@ -247,10 +248,11 @@ struct farpass_outbound_window {
  * FARPASS_IOCTL_DMA_LAYOUT (FARPASS_FEAT_DATA_PATH, borrower role): where the guest RAM of the VFIO
  * user borrowing `device_id` sits in the link's DMA window. The kernel builds it at bus-master enable,
  * before the BORROW upcall (so the agent serving BORROW reads it here): it discovered the guest's RAM
- * ranges, pinned their pages and mapped them at window offsets in its NTB's IOMMU domain. The lender
- * maps each slot with VFIO_IOMMU_MAP_DMA: iova = gpa, vaddr = its outbound window FARPASS_MW_DMA
- * mmap + offset, size bytes. Errors: ENOENT unknown device, ENODATA no instance of it is borrowing
- * (or being borrowed) now.
+ * ranges, pinned their pages and mapped them at window offsets in its NTB's IOMMU domain. A slot may
+ * instead be a memory BAR of another farpass device of the same VFIO user reached over another link
+ * (peer-to-peer: mapped onto that link's BAR window). The lender maps every slot alike with
+ * VFIO_IOMMU_MAP_DMA: iova = gpa, vaddr = its outbound window FARPASS_MW_DMA mmap + offset, size
+ * bytes. Errors: ENOENT unknown device, ENODATA no instance of it is borrowing (or being borrowed) now.
  */
 struct farpass_dma_slot {
 	__u64 gpa;		/* guest-physical address = the lender's IOVA */

@@ -254,6 +254,17 @@ ag_remote_mdev() {
 	done
 }
 
+# ag_extra_mdev VM PCI [LENDER]: an instance on VM of another device the lender lent with $AG_LENT (PCI,
+# in $AG_LENT_ALSO), or of LENDER's device PCI (lender2: $AG_LENT2), under the UUID farpassctl mdev-uuid
+# gives its type: AG_EXTRA_UUID.
+ag_extra_mdev() {
+	local type l=${3:-$AG_LENDER}
+	type=$(ag_type_of "$1" "$2" "$l")
+	AG_EXTRA_UUID=$(ag_ctl "$1" mdev-uuid "$type")
+	expect "$1: create mdev $AG_EXTRA_UUID of $2${3:+ (of $3)}" \
+		rig_run "$1" -- "echo $AG_EXTRA_UUID > /sys/class/mdev_bus/$(ntb_pci "$1" "$(rig_link "$l" "$1")")/mdev_supported_types/$type/create"
+}
+
 # ag_lender_reg32 PCI BAR OFFSET: a 32-bit register of a lender device's memory BAR, read around its
 # driver through sysfs resourceBAR (printed in hex).
 ag_lender_reg32() {

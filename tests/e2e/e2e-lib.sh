@@ -507,17 +507,6 @@ e2e_remote_mdev() {
 	E2E_DEVICE_ID=$(ag_device_id "${1%% *}" "$AG_LENT")
 }
 
-# e2e_extra_mdev VM PCI [LENDER]: an instance on VM of another device the lender lent with $AG_LENT (PCI,
-# in $AG_LENT_ALSO), or of LENDER's device PCI (lender2: $AG_LENT2), under the UUID farpassctl mdev-uuid
-# gives its type: E2E_EXTRA_UUID.
-e2e_extra_mdev() {
-	local type l=${3:-$AG_LENDER}
-	type=$(ag_type_of "$1" "$2" "$l")
-	E2E_EXTRA_UUID=$(ag_ctl "$1" mdev-uuid "$type")
-	expect "$1: create mdev $E2E_EXTRA_UUID of $2${3:+ (of $3)}" \
-		rig_run "$1" -- "echo $E2E_EXTRA_UUID > /sys/class/mdev_bus/$(ntb_pci "$1" "$(rig_link "$l" "$1")")/mdev_supported_types/$type/create"
-}
-
 # e2e_expect_window_full LAYOUT LABEL: a DMA_LAYOUT answer (fp_client dma-layout) whose pinned pages cover
 # its slots: guest RAM that QEMU unmapped and mapped again since the borrow is in the window again. Only
 # what SeaBIOS left read-only below 1 MiB (at most the 256 KiB PAM area, a hole to a write pin) may lack.

@@ -67,8 +67,8 @@ expect "(a) ... while guest 1 still holds the first" rig_run $B -- "test -e /sys
 expect_eq "(a) $B: the link's mdev parent was not registered again" "$(mdev_log)" "$registrations"
 
 echo "# (b) guest 2 with the second NVMe"
-e2e_extra_mdev $B "$PCI2"
-U2=$E2E_EXTRA_UUID
+ag_extra_mdev $B "$PCI2"
+U2=$AG_EXTRA_UUID
 E2E_L2_NAME=g2 e2e_l2_start $B 256M "$(e2e_fio_script "$TAG2" --pause)" -device "vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U2"
 LOG2=$E2E_L2_LOG
 E2E_L2_LOG=$LOG2 E2E_L2_NAME=g2 expect "guest 2 booted with the second NVMe and waits before its fio jobs" \

@@ -55,10 +55,10 @@ e2e_http_up $BLOB_MIB
 # one in link 3's.
 RIG_NTB_PROPS=${RIG_NTB_PROPS:-},mw2-size=2G rig_up --borrowers 1 --lenders 2 --borrower-mem 2048
 e2e_remote_mdev $B $U
-e2e_extra_mdev $B "$NVME"
-U1=$E2E_EXTRA_UUID
-e2e_extra_mdev $B "$NVME" lender2
-U2=$E2E_EXTRA_UUID
+ag_extra_mdev $B "$NVME"
+U1=$AG_EXTRA_UUID
+ag_extra_mdev $B "$NVME" lender2
+U2=$AG_EXTRA_UUID
 # Short fio jobs: 128 writes of 4 KiB and 16 of 128 KiB.
 E2E_REGIONS=(4096:$((16 << 20)):$((512 << 10)) 131072:$((64 << 20)):$((2 << 20)))
 IMG1=$(rig_lender_nvme_img 0 lender) IMG2=$(rig_lender_nvme_img 0 lender2)

@@ -37,8 +37,8 @@ e2e_remote_up "borrower1 borrower2" "$U1" 1024
 expect_eq "(a) lender: the PF on nvme, both VFs on vfio-pci" "$(ag_lender_drivers)" "nvme vfio-pci vfio-pci"
 # e2e_remote_up made an instance of VF1 on both borrowers: borrower2's guest gets VF2 instead.
 expect "borrower2: remove its instance of VF1" rig_run borrower2 -- "echo 1 > /sys/bus/mdev/devices/$U1/remove"
-e2e_extra_mdev borrower2 "$VF2"
-U2=$E2E_EXTRA_UUID
+ag_extra_mdev borrower2 "$VF2"
+U2=$AG_EXTRA_UUID
 
 e2e_canary "$IMG1"
 expect "L0: the canary written over $(basename "$IMG2") too" \

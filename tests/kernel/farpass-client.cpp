@@ -84,6 +84,17 @@
 //                  read of the MSI-X page (and with --trap0 of word 0); IRQ info; SET_IRQS MSI-X around a
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
+//   farpass-client nvme-p2p --mdev UUID --peer UUID --dump FILE [--lba L] [--dst-lba D] [--peer-lba P]
+//                  [--cmb-iova X] [--timeout-ms N]
+//                  (peer-to-peer as a guest does it: both mdevs in one container, 2 MiB of RAM each at IOVA
+//                  1 MiB and 4 GiB, the peer's BAR2 (a controller memory buffer) placed at X (64 GiB) and its
+//                  mmap VFIO_IOMMU_MAP_DMA'd there as QEMU does, the peer then the first borrowed; polled
+//                  NVMe queues on each: the first reads 4 KiB at LBA L (0) into the CMB at X + 4 KiB, the
+//                  page goes to FILE, the first writes it from the CMB to its LBA D (8), the peer, its CMB
+//                  enabled at X (CMBMSC), writes it from there to its LBA P (0):
+//                  "read=STATUS write=STATUS peer_write=STATUS cmb=BAR2-SIZE peers=(debugfs dma_peers
+//                  once both are borrowed) peers_closed=(the same once the peer is closed, as at its
+//                  hot-unplug, the first still borrowed)")
 //   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
 //                  [--high X] [--timeout-ms N] [--no-mmap] [--hold-until FILE [--again]] [--return] [--reset]
 //                  [--devctl V] [--devctl2 V]
@@ -159,6 +170,8 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <map>
+#include <optional>
+#include <utility>
 #include <array>
 #include <string>
 #include <random>
@@ -264,6 +277,22 @@ int vfio_open(const std::string &uuid, Vfio &v, std::string &what)
 	if (ec)
 		return what = "no iommu_group for " + uuid, ENOENT;
 	return vfio_open_group("/dev/vfio/" + grp.filename().string(), uuid, v, what);
+}
+
+// The mdev UUID in CONTAINER, as QEMU puts a VM's devices in one (v.container stays -1: not ours).
+int vfio_join(const std::string &uuid, int container, Vfio &v, std::string &what)
+{
+	std::error_code ec;
+	auto grp = std::filesystem::read_symlink("/sys/bus/mdev/devices/" + uuid + "/iommu_group", ec);
+	if (ec)
+		return what = "no iommu_group for " + uuid, ENOENT;
+	if ((v.group = open(("/dev/vfio/" + grp.filename().string()).c_str(), O_RDWR | O_CLOEXEC)) < 0)
+		return what = "second group", errno;
+	if (ioctl(v.group, VFIO_GROUP_SET_CONTAINER, &container))
+		return what = "second VFIO_GROUP_SET_CONTAINER", errno;
+	if ((v.dev = ioctl(v.group, VFIO_GROUP_GET_DEVICE_FD, uuid.c_str())) < 0)
+		return what = "second VFIO_GROUP_GET_DEVICE_FD", errno;
+	return 0;
 }
 
 int run_vfio_info(const Args &a)
@@ -1086,18 +1115,25 @@ long long cgroup_memory()
 	return !path.empty() && cur >> v ? v : -1;
 }
 
-// The debugfs pinned_pages counter: every instance's pinned pages (all-ones if unreadable).
-unsigned long long pinned_pages()
+// A debugfs counter of farpass (all-ones if unreadable).
+unsigned long long debugfs_counter(const std::string &name)
 {
 	unsigned long long n = ~0ull;
 	if (FILE *f = std::fopen("/sys/kernel/debug/farpass/counters", "r")) {
 		char line[128];
+		const std::string key = name + " ";
 		while (std::fgets(line, sizeof(line), f))
-			if (!std::strncmp(line, "pinned_pages ", 13))
-				n = std::strtoull(line + 13, nullptr, 10);
+			if (!std::strncmp(line, key.c_str(), key.size()))
+				n = std::strtoull(line + key.size(), nullptr, 10);
 		std::fclose(f);
 	}
 	return n;
+}
+
+// Every instance's pinned pages.
+unsigned long long pinned_pages()
+{
+	return debugfs_counter("pinned_pages");
 }
 
 int run_vfio_borrow(const Args &a, int fd)
@@ -1175,16 +1211,8 @@ int run_vfio_two(const Args &a, int fd)
 	std::string what;
 	if (int err = vfio_open(a.positional[0], v1, what))
 		return finish(a, err, what);
-	std::error_code ec;
-	auto grp = std::filesystem::read_symlink("/sys/bus/mdev/devices/" + a.positional[1] + "/iommu_group", ec);
-	if (ec)
-		return finish(a, ENOENT, "no iommu_group for " + a.positional[1]);
-	if ((v2.group = open(("/dev/vfio/" + grp.filename().string()).c_str(), O_RDWR | O_CLOEXEC)) < 0)
-		return finish(a, errno, "second group");
-	if (ioctl(v2.group, VFIO_GROUP_SET_CONTAINER, &v1.container))
-		return finish(a, errno, "second VFIO_GROUP_SET_CONTAINER");
-	if ((v2.dev = ioctl(v2.group, VFIO_GROUP_GET_DEVICE_FD, a.positional[1].c_str())) < 0)
-		return finish(a, errno, "second VFIO_GROUP_GET_DEVICE_FD");
+	if (int err = vfio_join(a.positional[1], v1.container, v2, what))
+		return finish(a, err, what);
 	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
 	if (buf == MAP_FAILED)
 		return finish(a, errno, "buffer");
@@ -1755,10 +1783,12 @@ struct Bar {
 	int dev = -1;
 	uint64_t offset = 0, size = 0;	// the region's offset in the device file, its size
 	std::vector<Area> areas;
-	~Bar()
+	~Bar() { unmap(); }
+	void unmap()
 	{
 		for (const Area &m : areas)
 			munmap(m.p, m.size);
+		areas.clear();
 	}
 	volatile uint32_t *mapped(uint64_t reg) const
 	{
@@ -1890,6 +1920,13 @@ constexpr uint32_t nvme_cap = 0x00, nvme_cc = 0x14, nvme_csts = 0x1c, nvme_aqa =
 		   nvme_acq = 0x30, nvme_sq0tdbl = 0x1000;
 constexpr uint32_t nvme_csts_rdy = 1u, nvme_csts_cfs = 2u;
 
+std::string hex_or_errno(int err, uint32_t v)
+{
+	char b[16];
+	std::snprintf(b, sizeof(b), "0x%x", v);
+	return err ? ename(err) : b;
+}
+
 // CSTS.RDY == rdy within ms; a fatal status (CFS; all-ones has it) while waiting for RDY=1 is EIO.
 int wait_ready(const Bar &bar, uint32_t rdy, unsigned ms, uint32_t &csts)
 {
@@ -1902,33 +1939,30 @@ int wait_ready(const Bar &bar, uint32_t rdy, unsigned ms, uint32_t &csts)
 	});
 }
 
-// The admin queue pair: SQ0 in one DMA buffer, CQ0 in another, completions signalled on MSI-X vector 0.
-struct AdminQueue {
+// A queue pair: the SQ and the CQ in DMA buffers, completions signalled on an MSI-X vector's eventfd,
+// or polled (efd -1).
+struct NvmeQueue {
 	const Bar &bar;
 	uint8_t *sq;
 	const volatile uint8_t *cq;
-	uint32_t entries, cq_doorbell;
+	uint32_t entries, sq_doorbell, cq_doorbell;
 	int efd;
 	unsigned timeout_ms;
 	uint32_t sq_tail = 0, cq_head = 0, phase = 1;
 	uint16_t cid = 0;
 	uint64_t irqs = 0;	// the MSI-X eventfd's count, summed
 
-	// One command: 0 and its completion status, or an errno and *what failed. Rings the SQ0 tail
-	// doorbell, waits for the completion's phase tag and for the interrupt, then rings the CQ0 head.
-	int submit(uint8_t opcode, uint32_t nsid, uint64_t prp1, uint32_t cdw10, uint16_t &status, std::string &what)
+	// One command (its CID set here): 0 and its completion status, or an errno and *what failed.
+	// Rings the SQ tail doorbell, waits for the completion's phase tag (and the interrupt), then rings
+	// the CQ head.
+	int submit(std::array<uint32_t, 16> sqe, uint16_t &status, std::string &what)
 	{
-		std::array<uint32_t, 16> sqe{};
-		sqe[0] = opcode | static_cast<uint32_t>(++cid) << 16;
-		sqe[1] = nsid;
-		sqe[6] = static_cast<uint32_t>(prp1);
-		sqe[7] = static_cast<uint32_t>(prp1 >> 32);
-		sqe[10] = cdw10;
+		sqe[0] = (sqe[0] & 0xffff) | static_cast<uint32_t>(++cid) << 16;
 		std::memcpy(sq + sq_tail * 64, sqe.data(), 64);
 		sq_tail = (sq_tail + 1) % entries;
 		std::atomic_thread_fence(std::memory_order_release);
-		if (int err = bar.write32(nvme_sq0tdbl, sq_tail))
-			return what = "SQ0 tail doorbell", err;
+		if (int err = bar.write32(sq_doorbell, sq_tail))
+			return what = "SQ tail doorbell", err;
 		auto *cqe = reinterpret_cast<const volatile uint32_t *>(cq + cq_head * 16);
 		if (int err = wait_until(timeout_ms, [&] { return (cqe[3] >> 16 & 1) == phase ? 0 : EAGAIN; }))
 			return what = "completion of command " + std::to_string(cid) + " (phase tag)", err;
@@ -1939,26 +1973,65 @@ struct AdminQueue {
 			return what = "completion for command " + std::to_string(dw3 & 0xffff) + ", not " +
 				      std::to_string(cid),
 			       EIO;
-		pollfd p{efd, POLLIN, 0};
-		int n = poll(&p, 1, static_cast<int>(timeout_ms));
-		uint64_t count = 0;
-		if (n <= 0 || ::read(efd, &count, sizeof(count)) != sizeof(count))
-			return what = "MSI-X vector 0 eventfd after command " + std::to_string(cid),
-			       n < 0 ? errno : ETIMEDOUT;
-		irqs += count;
+		if (efd >= 0) {
+			pollfd p{efd, POLLIN, 0};
+			int n = poll(&p, 1, static_cast<int>(timeout_ms));
+			uint64_t count = 0;
+			if (n <= 0 || ::read(efd, &count, sizeof(count)) != sizeof(count))
+				return what = "MSI-X vector 0 eventfd after command " + std::to_string(cid),
+				       n < 0 ? errno : ETIMEDOUT;
+			irqs += count;
+		}
 		if (++cq_head == entries)
 			cq_head = 0, phase ^= 1;
 		if (int err = bar.write32(cq_doorbell, cq_head))
-			return what = "CQ0 head doorbell", err;
+			return what = "CQ head doorbell", err;
 		return 0;
+	}
+	// An admin command with PRP1 and CDW10.
+	int submit(uint8_t opcode, uint32_t nsid, uint64_t prp1, uint32_t cdw10, uint16_t &status, std::string &what)
+	{
+		std::array<uint32_t, 16> sqe{};
+		sqe[0] = opcode;
+		sqe[1] = nsid;
+		sqe[6] = static_cast<uint32_t>(prp1);
+		sqe[7] = static_cast<uint32_t>(prp1 >> 32);
+		sqe[10] = cdw10;
+		return submit(sqe, status, what);
 	}
 };
 
-std::string hex_or_errno(int err, uint32_t v)
+// The doorbells of queue QID (CAP.DSTRD: 4 << DSTRD bytes apart).
+uint32_t nvme_sq_doorbell(uint32_t cap_hi, uint32_t qid)
 {
-	char b[16];
-	std::snprintf(b, sizeof(b), "0x%x", v);
-	return err ? ename(err) : b;
+	return nvme_sq0tdbl + 2 * qid * (4u << (cap_hi & 0xf));
+}
+uint32_t nvme_cq_doorbell(uint32_t cap_hi, uint32_t qid)
+{
+	return nvme_sq_doorbell(cap_hi, qid) + (4u << (cap_hi & 0xf));
+}
+
+// The admin bring-up: disable, the admin queues at ASQ/ACQ (ENTRIES each), enable (4 KiB pages,
+// 64-byte SQ and 16-byte CQ entries). *cap_hi gets CAP's upper half.
+int nvme_enable(const Bar &bar, uint64_t asq, uint64_t acq, uint32_t entries, unsigned timeout_ms, uint32_t &cap_hi,
+		std::string &what)
+{
+	uint32_t cap_lo = 0, csts = 0;
+	int err;
+	if ((err = bar.read32(nvme_cap, cap_lo) | bar.read32(nvme_cap + 4, cap_hi)))
+		return what = "CAP", err;
+	if ((cap_hi >> 16) & 0xf)
+		return what = "CAP.MPSMIN above 4 KiB", ENOTSUP;
+	if (entries > (cap_lo & 0xffff) + 1)
+		return what = "CAP.MQES below " + std::to_string(entries) + " entries", ENOTSUP;
+	if ((err = bar.write32(nvme_cc, 0)) || (err = wait_ready(bar, 0, timeout_ms, csts)))
+		return what = "CC.EN=0: CSTS " + hex_or_errno(0, csts), err;
+	if ((err = bar.write32(nvme_aqa, (entries - 1) | (entries - 1) << 16)) || (err = bar.write64(nvme_asq, asq)) ||
+	    (err = bar.write64(nvme_acq, acq)))
+		return what = "AQA/ASQ/ACQ", err;
+	if ((err = bar.write32(nvme_cc, 1u | 6u << 16 | 4u << 20)) || (err = wait_ready(bar, 1, timeout_ms, csts)))
+		return what = "CC.EN=1: CSTS " + hex_or_errno(0, csts), err;
+	return 0;
 }
 
 // nvme-identify: QEMU's part for a guest's NVMe driver (DMA map, command register, MSI-X) and the
@@ -2041,22 +2114,11 @@ int run_nvme_identify(const Args &a)
 	if (efd < 0)
 		return finish(a, errno, "SET_IRQS MSI-X vector 0 eventfd");
 
-	// The admin bring-up: disable, queues, enable (4 KiB pages, 64-byte SQ and 16-byte CQ entries).
-	uint32_t cap_lo = 0, cap_hi = 0, csts = 0;
-	if ((err = bar.read32(nvme_cap, cap_lo) | bar.read32(nvme_cap + 4, cap_hi)))
-		return finish(a, err, "CAP");
-	if ((cap_hi >> 16) & 0xf)
-		return finish(a, ENOTSUP, "CAP.MPSMIN above 4 KiB");
-	const uint32_t entries = std::min(32u, (cap_lo & 0xffff) + 1);
-	if ((err = bar.write32(nvme_cc, 0)) || (err = wait_ready(bar, 0, timeout_ms, csts)))
-		return finish(a, err, "CC.EN=0: CSTS " + hex_or_errno(0, csts));
-	if ((err = bar.write32(nvme_aqa, (entries - 1) | (entries - 1) << 16)) || (err = bar.write64(nvme_asq, low.iova)) ||
-	    (err = bar.write64(nvme_acq, high.iova)))
-		return finish(a, err, "AQA/ASQ/ACQ");
-	if ((err = bar.write32(nvme_cc, 1u | 6u << 16 | 4u << 20)) || (err = wait_ready(bar, 1, timeout_ms, csts)))
-		return finish(a, err, "CC.EN=1: CSTS " + hex_or_errno(0, csts));
-
-	AdminQueue q{bar, low.p, high.p, entries, nvme_sq0tdbl + (1u << (2 + (cap_hi & 0xf))), efd, timeout_ms};
+	constexpr uint32_t entries = 32;
+	uint32_t cap_hi = 0, csts = 0;
+	if ((err = nvme_enable(bar, low.iova, high.iova, entries, timeout_ms, cap_hi, what)))
+		return finish(a, err, what);
+	NvmeQueue q{bar, low.p, high.p, entries, nvme_sq_doorbell(cap_hi, 0), nvme_cq_doorbell(cap_hi, 0), efd, timeout_ms};
 	// Identify Controller into the low buffer and Identify Namespace 1 into the high one, at offset off.
 	struct Identified {
 		uint16_t st_ctrl = 0, st_ns = 0, vid = 0;
@@ -2203,6 +2265,145 @@ int run_nvme_identify(const Args &a)
 	return finish(a, good ? 0 : EIO, detail);
 }
 
+// A polled NVMe controller: the admin queues and I/O queue pair 1, each queue a page of BUF (admin SQ,
+// admin CQ, I/O SQ, I/O CQ), no interrupts.
+struct PolledNvme {
+	static constexpr uint32_t entries = 16;
+	const Bar &bar;
+	const DmaBuf &buf;
+	unsigned timeout_ms;
+	std::optional<NvmeQueue> admin, io;
+
+	int bring_up(std::string &what)
+	{
+		uint32_t cap_hi = 0;
+		uint16_t st = 0;
+		std::memset(buf.p, 0, 0x4000);	// empty queues: every CQ entry's phase tag 0
+		if (int err = nvme_enable(bar, buf.iova, buf.iova + 0x1000, entries, timeout_ms, cap_hi, what))
+			return err;
+		admin.emplace(NvmeQueue{bar, buf.p, buf.p + 0x1000, entries, nvme_sq_doorbell(cap_hi, 0),
+					nvme_cq_doorbell(cap_hi, 0), -1, timeout_ms});
+		// Create I/O CQ 1 and I/O SQ 1 on it: physically contiguous, interrupts off.
+		std::array<uint32_t, 16> cq{}, sq{};
+		cq[0] = 0x05, cq[6] = static_cast<uint32_t>(buf.iova + 0x3000), cq[7] = static_cast<uint32_t>((buf.iova + 0x3000) >> 32);
+		cq[10] = (entries - 1) << 16 | 1, cq[11] = 1;
+		sq[0] = 0x01, sq[6] = static_cast<uint32_t>(buf.iova + 0x2000), sq[7] = static_cast<uint32_t>((buf.iova + 0x2000) >> 32);
+		sq[10] = (entries - 1) << 16 | 1, sq[11] = 1u << 16 | 1;
+		for (auto *cmd : {&cq, &sq}) {
+			if (int err = admin->submit(*cmd, st, what))
+				return err;
+			if (st)
+				return what = "Create I/O queue: status " + hex_or_errno(0, st), EIO;
+		}
+		io.emplace(NvmeQueue{bar, buf.p + 0x2000, buf.p + 0x3000, entries, nvme_sq_doorbell(cap_hi, 1),
+				     nvme_cq_doorbell(cap_hi, 1), -1, timeout_ms});
+		return 0;
+	}
+	// Read (opcode 2) or write (1) 4 KiB of namespace 1 at 512-byte LBA SLBA, data at PRP.
+	int rw(uint8_t opcode, uint64_t slba, uint64_t prp, uint16_t &status, std::string &what)
+	{
+		std::array<uint32_t, 16> c{};
+		c[0] = opcode, c[1] = 1;
+		c[6] = static_cast<uint32_t>(prp), c[7] = static_cast<uint32_t>(prp >> 32);
+		c[10] = static_cast<uint32_t>(slba), c[11] = static_cast<uint32_t>(slba >> 32), c[12] = 4096 / 512 - 1;
+		return io->submit(c, status, what);
+	}
+};
+
+// nvme-p2p: a guest's two NVMe controllers in one container (QEMU's part), A = --mdev, B = --peer with
+// a controller memory buffer (BAR2) the guest placed at --cmb-iova (default 64 GiB) and QEMU mapped
+// into the container from B's BAR mmap; then the drivers' part, polled: A reads 4 KiB at LBA --lba
+// into the CMB (A's DMA writes B's BAR), the CMB page goes to --dump FILE, A writes it from the CMB to
+// its LBA --dst-lba (A's DMA reads B's BAR), and B, its CMB enabled at that address (CMBMSC, as a
+// guest driver does), writes it from its CMB to its own LBA --peer-lba.
+int run_nvme_p2p(const Args &a)
+{
+	const std::string ua = a.str("mdev"), ub = a.str("peer"), dump = a.str("dump");
+	if (ua.empty() || ub.empty() || dump.empty())
+		return 2;
+	const unsigned timeout_ms = static_cast<unsigned>(a.num("timeout-ms", 10000));
+	const uint64_t cmb_iova = a.num("cmb-iova", 64ull << 30), cmb_off = 0x1000;
+	Vfio va, vb;
+	std::string what;
+	if (int err = vfio_open(ua, va, what))
+		return finish(a, err, what);
+	if (int err = vfio_join(ub, va.container, vb, what))
+		return finish(a, err, what);
+	DmaBuf ram_a, ram_b;
+	if (int err = ram_a.map(va.container, 0x100000))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA of A's buffer");
+	if (int err = ram_b.map(va.container, 1ull << 32))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA of B's buffer");
+	Bar bar_a, bar_b, cmb;
+	if (int err = bar_a.map(va.dev, VFIO_PCI_BAR0_REGION_INDEX, false, what))
+		return finish(a, err, "A: " + what);
+	if (int err = bar_b.map(vb.dev, VFIO_PCI_BAR0_REGION_INDEX, false, what))
+		return finish(a, err, "B: " + what);
+	if (int err = cmb.map(vb.dev, VFIO_PCI_BAR2_REGION_INDEX, false, what))
+		return finish(a, err, "B's CMB: " + what);
+	if (cmb.areas.size() != 1 || cmb.areas[0].off || cmb.areas[0].size != cmb.size || cmb.size < 2 * cmb_off)
+		return finish(a, ENOTSUP, "B's BAR2 not one mmap of the whole CMB: " + cmb.describe());
+	// As QEMU's VFIO listener maps an assigned device's mmapped BAR where the guest placed it.
+	if (int err = vfio_dma_map(va.container, cmb.areas[0].p, cmb_iova, cmb.size, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA of B's CMB mmap");
+	Cfg cfg_a{va.dev}, cfg_b{vb.dev};
+	uint32_t cmd_a = 0, cmd_b = 0;
+	if (int err = cfg_command(va, cfg_a, cmd_a, what))
+		return finish(a, err, "A: " + what);
+	if (int err = cfg_command(vb, cfg_b, cmd_b, what))
+		return finish(a, err, "B: " + what);
+	// The guest places B's BAR2 (64-bit) and enables both: B borrows, then A, whose window then leads
+	// to B's CMB.
+	int err = cfg_b.write(0x18, 4, static_cast<uint32_t>(cmb_iova)) | cfg_b.write(0x1c, 4, static_cast<uint32_t>(cmb_iova >> 32));
+	if (err)
+		return finish(a, err, "B's BAR2 in config space");
+	if ((err = cfg_b.write(4, 2, cmd_b | 0x6)))
+		return finish(a, err, "B: memory space and bus master on (BORROW)");
+	if ((err = cfg_a.write(4, 2, cmd_a | 0x6)))
+		return finish(a, err, "A: memory space and bus master on (BORROW)");
+	const unsigned long long peers = debugfs_counter("dma_peers");
+
+	PolledNvme na{bar_a, ram_a, timeout_ms, {}, {}}, nb{bar_b, ram_b, timeout_ms, {}, {}};
+	if ((err = na.bring_up(what)))
+		return finish(a, err, "A: " + what);
+	uint16_t st_read = 0, st_write = 0, st_peer = 0;
+	auto *page = cmb.areas[0].p + cmb_off;
+	std::memset(page, 0, 4096);
+	if ((err = na.rw(0x02, a.num("lba", 0), cmb_iova + cmb_off, st_read, what)))
+		return finish(a, err, "A's read into the CMB: " + what);
+	std::vector<uint8_t> copy(page, page + 4096);
+	if (FILE *f = std::fopen(dump.c_str(), "w")) {
+		const bool ok = std::fwrite(copy.data(), 1, copy.size(), f) == copy.size();
+		if (std::fclose(f) || !ok)
+			return finish(a, EIO, dump);
+	} else {
+		return finish(a, errno, dump);
+	}
+	if ((err = na.rw(0x01, a.num("dst-lba", 8), cmb_iova + cmb_off, st_write, what)))
+		return finish(a, err, "A's write from the CMB: " + what);
+	if ((err = nb.bring_up(what)))
+		return finish(a, err, "B: " + what);
+	// CMBMSC (0x50): upper half first, then CBA, CMSE and CRE in the lower (which takes effect).
+	if ((err = bar_b.write32(0x54, static_cast<uint32_t>(cmb_iova >> 32))) ||
+	    (err = bar_b.write32(0x50, static_cast<uint32_t>(cmb_iova & 0xfffff000u) | 0x3)))
+		return finish(a, err, "B's CMBMSC");
+	if ((err = nb.rw(0x01, a.num("peer-lba", 0), cmb_iova + cmb_off, st_peer, what)))
+		return finish(a, err, "B's write from its CMB: " + what);
+	// B goes as at its hot-unplug (its BAR out of the container, its mmaps and files closed) while A
+	// stays borrowed: no window may lead to B's BAR any more.
+	if ((err = vfio_dma_map(va.container, nullptr, cmb_iova, cmb.size, true)))
+		return finish(a, err, "VFIO_IOMMU_UNMAP_DMA of B's CMB");
+	cmb.unmap();
+	bar_b.unmap();
+	for (int *fd : {&vb.dev, &vb.group})
+		close(std::exchange(*fd, -1));
+	const unsigned long long peers_closed = debugfs_counter("dma_peers");
+	char d[224];
+	std::snprintf(d, sizeof(d), "read=%#x write=%#x peer_write=%#x cmb=%#llx peers=%llu peers_closed=%llu", st_read,
+		      st_write, st_peer, static_cast<unsigned long long>(cmb.size), peers, peers_closed);
+	return finish(a, 0, d);
+}
+
 int run(const Args &a)
 {
 	if (a.action == "pattern") {
@@ -2221,6 +2422,8 @@ int run(const Args &a)
 		return run_vfio_bar(a);
 	if (a.action == "vfio-cfg" || a.action == "vfio-dead")
 		return run_vfio_cfg(a, a.action == "vfio-dead");
+	if (a.action == "nvme-p2p")
+		return run_nvme_p2p(a);
 	if (a.action == "nvme-identify")
 		return run_nvme_identify(a);
 	int fd = open(a.str("dev", FARPASS_DEV_PATH).c_str(), O_RDWR | O_CLOEXEC);

@@ -40,9 +40,9 @@ except OSError as e:
 echo "# (a) version handshake and access"
 expect "/dev/farpass is root-only (0600)" rig_run $B -- "test \"\$(stat -c %a:%U /dev/farpass)\" = 600:root"
 expect "an ioctl before VERSION fails with EPROTO" c announce --no-version --id 1 --expect EPROTO
-expect "VERSION 3 is accepted" c version
-expect "VERSION 2 fails with EPROTONOSUPPORT" c version --api 2 --expect EPROTONOSUPPORT
-expect "VERSION 4 fails with EPROTONOSUPPORT" c version --api 4 --expect EPROTONOSUPPORT
+expect "VERSION 4 is accepted" c version
+expect "VERSION 3 fails with EPROTONOSUPPORT" c version --api 3 --expect EPROTONOSUPPORT
+expect "VERSION 5 fails with EPROTONOSUPPORT" c version --api 5 --expect EPROTONOSUPPORT
 expect "VERSION with argsz too small fails with EINVAL" c version --argsz 8 --expect EINVAL
 expect "an unknown ioctl number fails with ENOTTY" c unknown-ioctl --expect ENOTTY
 expect "UPCALL_GET with nothing queued, non-blocking: EAGAIN" c upcall-get --nonblock --expect EAGAIN

@@ -34,7 +34,7 @@ agent_start() {
 agent_sig() { rig_run $B -- "kill -$2 \$(cat $1.pid)"; }
 
 echo "# (a) the queue alone"
-expect_eq "VERSION: features BORROWER|UPCALLS|OUTBOUND|DATA_PATH|LINK_STATUS" "$(c version)" "ok kernel_version=3 max_devices=64 features=0x1f"
+expect_eq "VERSION: features BORROWER|UPCALLS|OUTBOUND|DATA_PATH|LINK_STATUS" "$(c version)" "ok kernel_version=4 max_devices=64 features=0x1f"
 expect "UPCALL_GET non-blocking, nothing queued: EAGAIN" c upcall-get --nonblock --expect EAGAIN
 expect "UPCALL_GET waiting 300 ms, nothing queued: ETIMEDOUT" c upcall-get --wait-ms 300 --expect ETIMEDOUT
 expect "UPCALL_REPLY to no request: ENOENT" c upcall-reply --seq 424242 --expect ENOENT

@@ -38,8 +38,8 @@ B=borrower1
 UUID[1]=8f7c3ab0-5c6e-4e41-9d3e-00000000e2f7
 e2e_remote_up $B "${UUID[1]}" 2048
 for g in 2 3 4; do
-	e2e_extra_mdev $B "${PCI[$g]}"
-	UUID[$g]=$E2E_EXTRA_UUID
+	ag_extra_mdev $B "${PCI[$g]}"
+	UUID[$g]=$AG_EXTRA_UUID
 done
 rel_row scenario "6: many guests" outage "none: four guests, four devices of the lender, one link"
 

@@ -33,6 +33,8 @@
 #   RIG_LENDER_NVMES the lender's NVMe controllers (default 1), each with its own backing file on L0
 #                    (rig_lender_nvme_img K, rig_lender_nvme_pci K: K from 0); RIG_LENDER2_NVMES: lender2's
 #                    (default 1; rig_lender_nvme_img K lender2)
+#   RIG_LENDER_NVME_PROPS, RIG_LENDER2_NVME_PROPS: extra ",prop=val" for that lender's NVMe controllers
+#                    (e.g. ",cmb_size_mb=2": a controller memory buffer in BAR2)
 #   RIG_LENDER_SRIOV=1 the lender also has an SR-IOV NVMe (PF rig_lender_sriov_pci 0 behind a root port,
 #                    2 VFs rig_lender_sriov_pci 1|2) with two detached namespaces, nsid K's backing file
 #                    rig_lender_sriov_img K (K 1, 2); agent-lib.sh's ag_sriov_up brings the VFs online,
@@ -309,11 +311,11 @@ _rig_prepare_vm() {
 		a+=(-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap)
 	fi
 	if _rig_lender_index "$vm" >/dev/null; then
-		local nvmes=RIG_${vm^^}_NVMES
+		local nvmes=RIG_${vm^^}_NVMES props=RIG_${vm^^}_NVME_PROPS
 		for ((k = 0; k < ${!nvmes:-1}; k++)); do
 			# Serials farpass-nvmeK on the lender, farpass2-nvmeK on lender2: a guest with both tells them apart.
 			a+=(-drive "file=$(rig_lender_nvme_img $k "$vm"),if=none,id=nvme$k,format=raw,cache=writeback"
-				-device "nvme,drive=nvme$k,serial=farpass${vm#lender}-nvme$k,addr=$(printf 0x%x "$(_rig_lender_nvme_slot $k)")")
+				-device "nvme,drive=nvme$k,serial=farpass${vm#lender}-nvme$k,addr=$(printf 0x%x "$(_rig_lender_nvme_slot $k)")${!props:-}")
 		done
 	fi
 	if [ "$vm" = lender ] && [ "${RIG_LENDER_SRIOV:-0}" = 1 ]; then

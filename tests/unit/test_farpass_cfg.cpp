@@ -174,6 +174,36 @@ TEST_CASE("BAR sizing: all-ones reads back the size mask with the type bits, add
 	CHECK(low == 0);
 }
 
+TEST_CASE("BAR addresses: what the guest placed, not sizing, not unplaced")
+{
+	fp_vcfg c;
+	auto b = bars_nvme();
+	fp_vcfg_init(&c, b.data());
+	u64 a = 0;
+	CHECK_FALSE(fp_vcfg_bar_addr(&c, b.data(), 0, &a));	// not placed yet (0)
+	wr(c, 0x10, 4, 0xffffffff);
+	wr(c, 0x14, 4, 0xffffffff);
+	CHECK_FALSE(fp_vcfg_bar_addr(&c, b.data(), 0, &a));	// sizing
+	wr(c, 0x10, 4, 0xfebf0000);
+	wr(c, 0x14, 4, 0x1);
+	REQUIRE(fp_vcfg_bar_addr(&c, b.data(), 0, &a));
+	CHECK(a == 0x1febf0000ULL);				// both halves, type bits dropped
+	CHECK_FALSE(fp_vcfg_bar_addr(&c, b.data(), 1, &a));	// the upper half is no BAR of its own
+	wr(c, 0x18, 4, 0xc000);
+	CHECK_FALSE(fp_vcfg_bar_addr(&c, b.data(), 2, &a));	// I/O
+	wr(c, 0x1c, 4, 0xfe000000);
+	REQUIRE(fp_vcfg_bar_addr(&c, b.data(), 3, &a));
+	CHECK(a == 0xfe000000ULL);				// 32-bit
+	wr(c, 0x20, 4, 0);
+	wr(c, 0x24, 4, 0xfffffffe);
+	CHECK_FALSE(fp_vcfg_bar_addr(&c, b.data(), 4, &a));	// 8 GiB at the sizing value
+	wr(c, 0x24, 4, 0x2);
+	REQUIRE(fp_vcfg_bar_addr(&c, b.data(), 4, &a));
+	CHECK(a == 0x200000000ULL);
+	CHECK_FALSE(fp_vcfg_bar_addr(&c, b.data(), -1, &a));
+	CHECK_FALSE(fp_vcfg_bar_addr(&c, b.data(), FARPASS_NUM_BARS, &a));
+}
+
 TEST_CASE("capability chain: PM, MSI-X, PCIe, MSI kept; VPD and AF hidden and read as 0")
 {
 	fp_vcfg c;
