@@ -293,7 +293,8 @@ TEST_CASE("a kernel of another uapi version: unavailable, both versions named")
 	f.kernel.version = 1; // before the data path
 	CHECK_FALSE(f.port.available());
 	CHECK(f.port.unavailable_reason() ==
-	      "VERSION: EPROTONOSUPPORT: the kernel speaks another uapi version (kernel 1, agent 3)");
+	      "VERSION: EPROTONOSUPPORT: the kernel speaks another uapi version (kernel 1, agent " +
+		      std::to_string(FARPASS_API_VERSION) + ")");
 }
 
 TEST_CASE("ANNOUNCE_DEVICE carries every field, argsz = sizeof, flags 0")
