@@ -269,24 +269,33 @@ int vfio_open_group(const std::string &gpath, const std::string &name, Vfio &v, 
 	return 0;
 }
 
-// The mdev UUID: its group from sysfs, the device named by the UUID.
-int vfio_open(const std::string &uuid, Vfio &v, std::string &what)
+// The VFIO group file of the mdev UUID, from sysfs: 0 or ENOENT (and *what).
+int mdev_group_path(const std::string &uuid, std::string &path, std::string &what)
 {
 	std::error_code ec;
 	auto grp = std::filesystem::read_symlink("/sys/bus/mdev/devices/" + uuid + "/iommu_group", ec);
 	if (ec)
 		return what = "no iommu_group for " + uuid, ENOENT;
-	return vfio_open_group("/dev/vfio/" + grp.filename().string(), uuid, v, what);
+	path = "/dev/vfio/" + grp.filename().string();
+	return 0;
+}
+
+// The mdev UUID: its group from sysfs, the device named by the UUID.
+int vfio_open(const std::string &uuid, Vfio &v, std::string &what)
+{
+	std::string path;
+	if (int err = mdev_group_path(uuid, path, what))
+		return err;
+	return vfio_open_group(path, uuid, v, what);
 }
 
 // The mdev UUID in CONTAINER, as QEMU puts a VM's devices in one (v.container stays -1: not ours).
 int vfio_join(const std::string &uuid, int container, Vfio &v, std::string &what)
 {
-	std::error_code ec;
-	auto grp = std::filesystem::read_symlink("/sys/bus/mdev/devices/" + uuid + "/iommu_group", ec);
-	if (ec)
-		return what = "no iommu_group for " + uuid, ENOENT;
-	if ((v.group = open(("/dev/vfio/" + grp.filename().string()).c_str(), O_RDWR | O_CLOEXEC)) < 0)
+	std::string path;
+	if (int err = mdev_group_path(uuid, path, what))
+		return err;
+	if ((v.group = open(path.c_str(), O_RDWR | O_CLOEXEC)) < 0)
 		return what = "second group", errno;
 	if (ioctl(v.group, VFIO_GROUP_SET_CONTAINER, &container))
 		return what = "second VFIO_GROUP_SET_CONTAINER", errno;
@@ -1939,6 +1948,13 @@ int wait_ready(const Bar &bar, uint32_t rdy, unsigned ms, uint32_t &csts)
 	});
 }
 
+// PRP1 of a submission queue entry: the data (or queue) address, low dword first.
+void set_prp1(std::array<uint32_t, 16> &sqe, uint64_t addr)
+{
+	sqe[6] = static_cast<uint32_t>(addr);
+	sqe[7] = static_cast<uint32_t>(addr >> 32);
+}
+
 // A queue pair: the SQ and the CQ in DMA buffers, completions signalled on an MSI-X vector's eventfd,
 // or polled (efd -1).
 struct NvmeQueue {
@@ -1994,8 +2010,7 @@ struct NvmeQueue {
 		std::array<uint32_t, 16> sqe{};
 		sqe[0] = opcode;
 		sqe[1] = nsid;
-		sqe[6] = static_cast<uint32_t>(prp1);
-		sqe[7] = static_cast<uint32_t>(prp1 >> 32);
+		set_prp1(sqe, prp1);
 		sqe[10] = cdw10;
 		return submit(sqe, status, what);
 	}
@@ -2285,10 +2300,10 @@ struct PolledNvme {
 					nvme_cq_doorbell(cap_hi, 0), -1, timeout_ms});
 		// Create I/O CQ 1 and I/O SQ 1 on it: physically contiguous, interrupts off.
 		std::array<uint32_t, 16> cq{}, sq{};
-		cq[0] = 0x05, cq[6] = static_cast<uint32_t>(buf.iova + 0x3000), cq[7] = static_cast<uint32_t>((buf.iova + 0x3000) >> 32);
-		cq[10] = (entries - 1) << 16 | 1, cq[11] = 1;
-		sq[0] = 0x01, sq[6] = static_cast<uint32_t>(buf.iova + 0x2000), sq[7] = static_cast<uint32_t>((buf.iova + 0x2000) >> 32);
-		sq[10] = (entries - 1) << 16 | 1, sq[11] = 1u << 16 | 1;
+		cq[0] = 0x05, cq[10] = (entries - 1) << 16 | 1, cq[11] = 1;
+		set_prp1(cq, buf.iova + 0x3000);
+		sq[0] = 0x01, sq[10] = (entries - 1) << 16 | 1, sq[11] = 1u << 16 | 1;
+		set_prp1(sq, buf.iova + 0x2000);
 		for (auto *cmd : {&cq, &sq}) {
 			if (int err = admin->submit(*cmd, st, what))
 				return err;
@@ -2304,7 +2319,7 @@ struct PolledNvme {
 	{
 		std::array<uint32_t, 16> c{};
 		c[0] = opcode, c[1] = 1;
-		c[6] = static_cast<uint32_t>(prp), c[7] = static_cast<uint32_t>(prp >> 32);
+		set_prp1(c, prp);
 		c[10] = static_cast<uint32_t>(slba), c[11] = static_cast<uint32_t>(slba >> 32), c[12] = 4096 / 512 - 1;
 		return io->submit(c, status, what);
 	}
