@@ -447,7 +447,8 @@ step_qemu() {
 # ----------------------------------------------------------------------------------------------- l2
 
 # L2 guest kernel: tinyconfig plus what an L2 guest of the rig needs (PCI/MSI/PCIe hotplug, ACPI, serial
-# console, initramfs, PVH entry for fast -kernel boot, NVMe/e1000e/e1000 for borrowed devices, ext4).
+# console, initramfs, PVH entry for fast -kernel boot, NVMe/e1000e/e1000 for borrowed devices, ext4,
+# virtio-blk for the NVMe-oF namespace tests/bench/bench_nvmeof.sh gives its guest, io_uring for its QD16).
 # Tickless when idle (NO_HZ_IDLE) at 100 Hz: under nested TCG every tick of an idle L2 costs its L1's one
 # TCG thread, which that L1's other L2s share; with tinyconfig's periodic 250 Hz tick four guests of one L1
 # booted one after the other took 43, 58, 122 and 216 s while the earlier ones waited idle, tickless 42,
@@ -461,10 +462,10 @@ L2_CONFIG=(
 	-e EVENTFD -e HYPERVISOR_GUEST -e PVH -e X86_MPPARSE -e X86_LOCAL_APIC -e X86_IO_APIC
 	-e SMP -e BLOCK -e BLK_DEV -e BLK_DEV_NVME -e NVME_CORE -e NET -e UNIX -e INET -e NETDEVICES
 	-e ETHERNET -e NET_VENDOR_INTEL -e E1000E -e E1000 -e EXT4_FS -e PROC_PAGE_MONITOR -e FW_CFG_SYSFS
-	-d HZ_PERIODIC -e NO_HZ_IDLE -d HZ_250 -e HZ_100
+	-e VIRTIO_MENU -e VIRTIO_PCI -e VIRTIO_BLK -e IO_URING -d HZ_PERIODIC -e NO_HZ_IDLE -d HZ_250 -e HZ_100
 )
 L2_CHECK=(PCI PCI_MSI PCIEPORTBUS HOTPLUG_PCI_PCIE ACPI SERIAL_8250_CONSOLE BLK_DEV_INITRD PVH BLK_DEV_NVME E1000E E1000
-	EXT4_FS FW_CFG_SYSFS NO_HZ_IDLE HZ_100)
+	EXT4_FS FW_CFG_SYSFS VIRTIO_PCI VIRTIO_BLK IO_URING NO_HZ_IDLE HZ_100)
 
 build_l2_kernel() {
 	# Its own build directory too: checkouts with other L2 configs may build theirs at the same time.
