@@ -1,0 +1,250 @@
+#!/bin/bash
+# The lender's NVMe in an L2 guest of borrower1 two ways over the same emulated NTB link, in one rig run,
+# one after the other (the lender's device is on vfio-pci for the first and on its nvme driver for the
+# second):
+#  (a) farpass: the device itself, an mdev of borrower1's NTB passed through to the guest;
+#  (b) NVMe over Fabrics/TCP: the lender's nvmet + nvmet-tcp export its namespace on 10.98.0.1, carried
+#      by upstream ntb_transport + ntb_netdev on the same NTB (farpass unloaded on both hosts first);
+#      borrower1's nvme-tcp connects, and its namespace is the guest's virtio-blk disk (cache=none).
+# The guest runs the same fio job files (tests/bench/fio/*.fio, JSON output) on each: QD1 4 KiB random
+# read completion latency p50/p99, 128 KiB sequential read MB/s, QD16 4 KiB random read IOPS. Around
+# each job and over an idle window before and after them the guest pauses and L0 reads the lender L1's
+# /proc/stat: the lender's CPU per 1000 I/Os is its busy time (all but idle and iowait) over the job,
+# less its mean idle rate over the same time, divided by the job's I/Os; where that is within the
+# idle windows' spread (the lender's own noise: its rig command server, agent, timers) it is printed as
+# an upper bound "<X" (the excess plus the spread). Printed side by side with farpass/NVMe-oF and the
+# issue's goals (issue 17: latency <= 0.5x, bandwidth >= 1x, lender CPU per I/O < 10%), met or missed.
+# L0's load average is printed before and after. Nested TCG: absolute figures are the emulation's, not
+# hardware's; the ratios compare two paths over the same emulated link.
+set -euo pipefail
+. "$(dirname "$0")/../e2e/e2e-lib.sh"
+ag_check_built && fp_check_built && e2e_check_setup || exit
+
+B=borrower1
+U=8f7c3ab0-5c6e-4e41-9d3e-00000000be02
+MDEV=/sys/bus/mdev/devices/$U
+GUEST_MEM=512M
+RUNTIME=${BENCH_NVMEOF_RUNTIME:-20}	# seconds of each fio job (guest clock)
+IDLE=10			# seconds of each of the lender's idle windows (L0's sleep) before and after the jobs
+JOBS=(rand4k seq128k iops4k)
+JOB_DIR=$(dirname "$0")/fio
+NQN=nqn.2026-11.org.farpass:bench-nvmeof
+NVMF_PORT=4420
+PATHS=(farpass nvmeof)
+declare -A TITLE=([farpass]=farpass [nvmeof]=NVMe-oF)
+
+results=()
+line() { results+=("$(printf "$@")"); }
+# ratio A B: B/A with two decimals, or n/a; "<B" (an upper bound) gives "<B/A".
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { lt = sub(/^</, "", b)
+		if (a ~ /^[0-9.]+$/ && a > 0 && b ~ /^-?[0-9.]+$/) printf "%s%.2f", lt ? "<" : "", b / a; else print "n/a" }'
+}
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# guest_script DEV: the job files, a pause for the first idle window ("idle"), each job between pauses
+# "pre-JOB" and "post-JOB" (its JSON on one line: "BENCH-JSON JOB rc=RC {...}"), a pause for the second
+# idle window ("idle-end").
+guest_script() {
+	local j
+	echo "$E2E_GUEST_PAUSE"
+	for j in "${JOBS[@]}"; do
+		printf "cat >/tmp/%s.fio <<'EOF'\n%s\nEOF\n" "$j" "$(cat "$JOB_DIR/$j.fio")"
+	done
+	echo "e2e_pause idle"
+	for j in "${JOBS[@]}"; do
+		cat <<-EOF
+			e2e_pause pre-$j
+			DEV=$1 RUNTIME=$RUNTIME fio --output-format=json --output=/tmp/$j.json /tmp/$j.fio >/tmp/$j.err 2>&1; rc=\$?
+			e2e_pause post-$j
+			echo "BENCH-JSON $j rc=\$rc \$(tr -d '\n' </tmp/$j.json)"
+			[ \$rc = 0 ] || sed 's/^/BENCH-FIO-ERR $j /' /tmp/$j.err
+		EOF
+	done
+	echo "e2e_pause idle-end"
+}
+
+# The lender's CPU: "BUSY TOTAL" jiffies (USER_HZ) of /proc/stat's cpu line, busy = all but idle, iowait.
+lender_stat() { rig_run lender -- "head -n1 /proc/stat" | awk '{ print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }'; }
+# delta S0 S1: "BUSY TOTAL" of S1 less S0.
+delta() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); print y[1] - x[1], y[2] - x[2] }'; }
+
+declare -A JSON CPU IDLE_CPU
+# idle_window KEY: the lender's "BUSY TOTAL" jiffies over IDLE seconds in IDLE_CPU[KEY], the guest
+# paused meanwhile, then the guest continued.
+idle_window() {
+	local s0
+	s0=$(lender_stat)
+	sleep $IDLE
+	IDLE_CPU[$1]=$(delta "$s0" "$(lender_stat)")
+	e2e_l2_continue $B
+}
+# run_path PATH DEV QEMU-ARGS...: one guest on PATH's device DEV runs the jobs; JSON[PATH:JOB] gets
+# each job's fio JSON, CPU[PATH:JOB] the lender's "BUSY TOTAL" jiffies over it, IDLE_CPU[PATH:0] and
+# IDLE_CPU[PATH:1] over the idle windows before and after the jobs.
+run_path() {
+	local path=$1 dev=$2 j s0 out ok=1
+	shift 2
+	e2e_l2_start $B $GUEST_MEM "$(guest_script "$dev")" "$@"
+	if e2e_l2_wait $B idle 1800; then
+		idle_window "$path:0"
+		for j in "${JOBS[@]}"; do
+			e2e_l2_wait $B "pre-$j" 600 || { ok=0 && break; }
+			s0=$(lender_stat)
+			e2e_l2_continue $B
+			e2e_l2_wait $B "post-$j" $((RUNTIME * 20 + 300)) || { ok=0 && break; }
+			CPU[$path:$j]=$(delta "$s0" "$(lender_stat)")
+			e2e_l2_continue $B
+		done
+		if ((ok)) && e2e_l2_wait $B idle-end 120; then idle_window "$path:1"; else ok=0; fi
+	else
+		ok=0
+	fi
+	# e.g. QEMU stopped the guest (its device gone): it would wait for E2E_L2_TIMEOUT.
+	((ok)) || e2e_qmp $B quit || true
+	out=$(e2e_l2_finish $B) || echo "L2 ($path) QEMU: status $?"
+	{ grep -E '^(BENCH-FIO-ERR|L2-)' <<<"$out" || true; } | sed 's/^/    L2> /'
+	for j in "${JOBS[@]}"; do
+		JSON[$path:$j]=$(sed -n "s/^BENCH-JSON $j rc=0 //p" <<<"$out" | head -n1)
+		jq -e .jobs <<<"${JSON[$path:$j]}" >/dev/null 2>&1 ||
+			{ JSON[$path:$j]= && echo "$path $j: no fio JSON (see $E2E_L2_LOG)"; }
+	done
+}
+
+# farpass gives the NTB and the device back: the mdev removed, both agents stopped, farpass.ko unloaded
+# on both hosts (ntb_transport needs the NTB: one client per NTB device), the lender's NVMe from
+# vfio-pci to its nvme driver. Prints the lender's namespace block device.
+farpass_off() {
+	rig_run $B -- "echo 1 >$MDEV/remove" && ag_stop $B && rig_run $B -- "rmmod farpass" && ag_stop lender &&
+		rig_run lender -- "set -e; rmmod farpass
+d=/sys/bus/pci/devices/$LENDER_NVME
+echo >\$d/driver_override
+[ ! -e \$d/driver ] || echo $LENDER_NVME >\$d/driver/unbind
+modprobe nvme
+echo $LENDER_NVME >/sys/bus/pci/drivers_probe
+for i in \$(seq 150); do n=\$(ls \$d/nvme/*/ 2>/dev/null | grep -m1 '^nvme[0-9]*n1\$') && break; sleep 0.2; done
+[ -b /dev/\$n ] && echo BENCH-NS \$n" | sed -n 's/^BENCH-NS //p'
+}
+
+# nvmeof_up LENDER-NS: the Ethernet over the NTB up on both hosts, the lender's nvmet exporting LENDER-NS
+# on a TCP port of 10.98.0.1 (configfs), borrower1 connected with nvme-tcp. Prints borrower1's block
+# device of the namespace.
+nvmeof_up() {
+	ntb_net_up lender && ntb_net_up $B && ntb_net_carrier lender && ntb_net_carrier $B || return
+	rig_run lender -- "set -e; modprobe -a nvmet nvmet-tcp
+mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+S=/sys/kernel/config/nvmet/subsystems/$NQN P=/sys/kernel/config/nvmet/ports/1
+mkdir \$S; echo 1 >\$S/attr_allow_any_host
+mkdir \$S/namespaces/1; echo /dev/$1 >\$S/namespaces/1/device_path; echo 1 >\$S/namespaces/1/enable
+mkdir \$P; echo tcp >\$P/addr_trtype; echo ipv4 >\$P/addr_adrfam
+echo ${NTB_NET_IP[lender]} >\$P/addr_traddr; echo $NVMF_PORT >\$P/addr_trsvcid
+ln -s \$S \$P/subsystems/$NQN" || return
+	# The namespace's disk: under its subsystem with native multipath (Debian's default), else under
+	# its controller.
+	rig_run $B --timeout 120 -- "set -e; modprobe nvme-tcp
+nvme connect -t tcp -a ${NTB_NET_IP[lender]} -s $NVMF_PORT -n $NQN --hostnqn=\$(nvme gen-hostnqn)
+for i in \$(seq 150); do
+	for s in /sys/class/nvme-subsystem/* /sys/class/nvme/*; do
+		[ \"\$(cat \$s/subsysnqn 2>/dev/null)\" = $NQN ] || continue
+		n=\$(ls \$s | grep -m1 '^nvme[0-9]*n1\$') && { echo BENCH-NS \$n; exit 0; }
+	done
+	sleep 0.2
+done
+exit 1" | sed -n 's/^BENCH-NS //p'
+}
+
+line '%s' "L0 load (1/5/15 min) at the start: $(load)"
+e2e_remote_up $B $U 1024
+run_path farpass /dev/nvme0n1 -device vfio-pci,sysfsdev=$MDEV
+why=
+if ! lender_ns=$(farpass_off); then
+	why="the lender's NVMe did not come back to its nvme driver"
+elif ! bdev=$(nvmeof_up "$lender_ns"); then
+	why="NVMe-oF over ntb_netdev did not come up"
+else
+	echo "lender namespace /dev/$lender_ns exported; borrower1 sees it as /dev/$bdev"
+	run_path nvmeof /dev/vda -drive file="/dev/$bdev",if=none,id=nvmeof,format=raw,cache=none,aio=native \
+		-device virtio-blk-pci,drive=nvmeof
+fi
+
+# fig PATH:JOB FIGURE: a figure of a job's fio JSON, or n/a.
+fig() {
+	[ -n "${JSON[$1]:-}" ] || { echo n/a && return; }
+	case $2 in
+	p50 | p99) jq -r ".jobs[0].read.clat_ns.percentile[\"${2#p}.000000\"] / 1000 | floor" <<<"${JSON[$1]}" ;;
+	mbs) jq -r '.jobs[0].read.bw_bytes / 1e6 * 10 | floor / 10' <<<"${JSON[$1]}" ;;
+	iops) jq -r '.jobs[0].read.iops | floor' <<<"${JSON[$1]}" ;;
+	ios) jq -r '.jobs[0].read.total_ios' <<<"${JSON[$1]}" ;;
+	esac
+}
+# cpu_per_kio PATH:JOB: the lender's CPU ms per 1000 I/Os of the job above its mean idle rate (of the
+# two windows), or "<BOUND" where that excess is within the idle rates' half-spread over the job's time
+# plus 2 jiffies (the reads' granularity): BOUND is the excess plus that. n/a if not measured.
+cpu_per_kio() {
+	local path=${1%:*} ios
+	ios=$(fig "$1" ios)
+	[ -n "${CPU[$1]:-}" ] && [ -n "${IDLE_CPU[$path:0]:-}" ] && [ -n "${IDLE_CPU[$path:1]:-}" ] && [ "$ios" != n/a ] ||
+		{ echo n/a && return; }
+	awk -v c="${CPU[$1]}" -v i0="${IDLE_CPU[$path:0]}" -v i1="${IDLE_CPU[$path:1]}" -v n="$ios" 'BEGIN {
+		split(c, x, " "); split(i0, a, " "); split(i1, b, " ")
+		r0 = a[1] / a[2]; r1 = b[1] / b[2]
+		net = x[1] - (r0 + r1) / 2 * x[2]; noise = (r0 > r1 ? r0 - r1 : r1 - r0) / 2 * x[2] + 2
+		if (net > noise) printf "%.1f", net * 10 * 1000 / n
+		else printf "<%.1f", ((net > 0 ? net : 0) + noise) * 10 * 1000 / n }'
+}
+
+line '%s' ""
+line '%s' "The lender's NVMe in a $GUEST_MEM L2 guest of borrower1, one rig, fio ${RUNTIME} s per job (guest clock):"
+line '%s' "  farpass = the device passed through (mdev of borrower1's NTB)"
+line '%s' "  NVMe-oF = nvmet-tcp on the lender, nvme-tcp on borrower1, over ntb_transport + ntb_netdev on the same NTB;"
+line '%s' "            the namespace is the guest's virtio-blk disk (cache=none, aio=native)"
+line '%-46s %12s %12s %16s' "" farpass NVMe-oF farpass/NVMe-oF
+declare -A R
+row() {
+	local what=$1 key=$2 a b
+	a=$3 b=$4
+	R[$key]=$(ratio "$b" "$a")
+	line '%-46s %12s %12s %16s' "$what" "$a" "$b" "${R[$key]}"
+}
+row "QD1 4 KiB randread latency p50 (us)" p50 "$(fig farpass:rand4k p50)" "$(fig nvmeof:rand4k p50)"
+row "QD1 4 KiB randread latency p99 (us)" p99 "$(fig farpass:rand4k p99)" "$(fig nvmeof:rand4k p99)"
+row "QD1 128 KiB seq read bandwidth (MB/s)" mbs "$(fig farpass:seq128k mbs)" "$(fig nvmeof:seq128k mbs)"
+row "QD16 4 KiB randread IOPS" iops "$(fig farpass:iops4k iops)" "$(fig nvmeof:iops4k iops)"
+for j in "${JOBS[@]}"; do
+	row "lender CPU ms per 1000 I/Os ($j)" cpu-$j "$(cpu_per_kio farpass:$j)" "$(cpu_per_kio nvmeof:$j)"
+done
+line '%s' "(lender CPU: busy jiffies of its /proc/stat over the job less its mean idle rate over the same time;"
+line '%s' " <X: within the lender's idle noise, X an upper bound. Busy/total jiffies (2 vCPUs, USER_HZ 100):)"
+for p in "${PATHS[@]}"; do
+	line '%s' "  ${TITLE[$p]}: idle windows ${IDLE_CPU[$p:0]:-n/a}, ${IDLE_CPU[$p:1]:-n/a}$(for j in "${JOBS[@]}"; do
+		printf '; %s: %s, %s I/Os' "$j" "${CPU[$p:$j]:-n/a}" "$(fig "$p:$j" ios)"; done)"
+done
+
+# goal WHAT MET-WHEN RATIO...: "met" if every ratio satisfies the awk condition on r, "n/a" if one is n/a;
+# an upper bound "<R" that does not satisfy it leaves the goal unresolved.
+goal() {
+	local what=$1 cond=$2 r verdict=met
+	shift 2
+	for r; do
+		[ "$r" != n/a ] || { verdict="n/a (not measured)" && break; }
+		awk -v r="${r#<}" "BEGIN { exit !($cond) }" && continue
+		if [ "${r#<}" = "$r" ]; then verdict=missed; elif [ $verdict = met ]; then verdict="unresolved (a bound above the goal)"; fi
+	done
+	line '%-64s %s' "$what: $*" "$verdict"
+}
+line '%s' ""
+line '%s' "Goals (issue 17), farpass/NVMe-oF:"
+goal "latency <= 0.5x (p50, p99)" "r <= 0.5" "${R[p50]}" "${R[p99]}"
+goal "bandwidth >= 1x (128 KiB seq)" "r >= 1" "${R[mbs]}"
+goal "lender CPU per I/O < 10% (each job)" "r < 0.1" "${R[cpu-rand4k]}" "${R[cpu-seq128k]}" "${R[cpu-iops4k]}"
+line '%s' ""
+line '%s' "L0 load at the end: $(load)"
+line '%s' "(nested TCG rig: absolute figures are the emulation's, not hardware figures; compare the ratios)"
+
+printf '%s\n' "${results[@]}" | tee "$RIGDIR/figures.txt"
+if [ -n "$why" ]; then
+	echo "could not measure NVMe-oF: $why"
+	exit 1
+fi
+missing=$(for k in "${!JSON[@]}"; do [ -n "${JSON[$k]}" ] || echo "$k"; done)
+[ -z "$missing" ] || { echo "no fio figures for: $missing" && exit 1; }
