@@ -35,10 +35,12 @@ declare -A TITLE=([farpass]=farpass [nvmeof]=NVMe-oF)
 
 results=()
 line() { results+=("$(printf "$@")"); }
-# ratio A B: B/A with two decimals, or n/a; "<B" (an upper bound) gives "<B/A".
+# ratio A B: B/A with two decimals (three below 0.1, where the CPU goal lies), or n/a; "<B" (an upper
+# bound) gives "<B/A".
 ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { lt = sub(/^</, "", b)
-		if (a ~ /^[0-9.]+$/ && a > 0 && b ~ /^-?[0-9.]+$/) printf "%s%.2f", lt ? "<" : "", b / a; else print "n/a" }'
+		if (a ~ /^[0-9.]+$/ && a > 0 && b ~ /^-?[0-9.]+$/) printf(b / a < 0.1 ? "%s%.3f" : "%s%.2f", lt ? "<" : "", b / a)
+		else print "n/a" }'
 }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
@@ -111,11 +113,15 @@ run_path() {
 	done
 }
 
+# ns_line VM: of a command's output in VM, prints the namespace its "BENCH-NS NAME" line names; the
+# other lines (what failed) go to stderr.
+ns_line() { awk -v vm="$1" '/^BENCH-NS / { print $2; next } { print "  " vm "> " $0 >"/dev/stderr" }'; }
+
 # farpass gives the NTB and the device back: the mdev removed, both agents stopped, farpass.ko unloaded
 # on both hosts (ntb_transport needs the NTB: one client per NTB device), the lender's NVMe from
-# vfio-pci to its nvme driver. Prints the lender's namespace block device.
+# vfio-pci to its nvme driver. Prints the lender's namespace block device (the rest to stderr).
 farpass_off() {
-	rig_run $B -- "echo 1 >$MDEV/remove" && ag_stop $B && rig_run $B -- "rmmod farpass" && ag_stop lender &&
+	{ rig_run $B -- "echo 1 >$MDEV/remove" && ag_stop $B && rig_run $B -- "rmmod farpass" && ag_stop lender; } >&2 &&
 		rig_run lender -- "set -e; rmmod farpass
 d=/sys/bus/pci/devices/$LENDER_NVME
 echo >\$d/driver_override
@@ -123,14 +129,14 @@ echo >\$d/driver_override
 modprobe nvme
 echo $LENDER_NVME >/sys/bus/pci/drivers_probe
 for i in \$(seq 150); do n=\$(ls \$d/nvme/*/ 2>/dev/null | grep -m1 '^nvme[0-9]*n1\$') && break; sleep 0.2; done
-[ -b /dev/\$n ] && echo BENCH-NS \$n" | sed -n 's/^BENCH-NS //p'
+[ -b /dev/\$n ] && echo BENCH-NS \$n" | ns_line lender
 }
 
 # nvmeof_up LENDER-NS: the Ethernet over the NTB up on both hosts, the lender's nvmet exporting LENDER-NS
 # on a TCP port of 10.98.0.1 (configfs), borrower1 connected with nvme-tcp. Prints borrower1's block
-# device of the namespace.
+# device of the namespace (the rest to stderr).
 nvmeof_up() {
-	ntb_net_up lender && ntb_net_up $B && ntb_net_carrier lender && ntb_net_carrier $B || return
+	{ ntb_net_up lender && ntb_net_up $B && ntb_net_carrier lender && ntb_net_carrier $B; } >&2 || return
 	rig_run lender -- "set -e; modprobe -a nvmet nvmet-tcp
 mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
 S=/sys/kernel/config/nvmet/subsystems/$NQN P=/sys/kernel/config/nvmet/ports/1
@@ -138,7 +144,7 @@ mkdir \$S; echo 1 >\$S/attr_allow_any_host
 mkdir \$S/namespaces/1; echo /dev/$1 >\$S/namespaces/1/device_path; echo 1 >\$S/namespaces/1/enable
 mkdir \$P; echo tcp >\$P/addr_trtype; echo ipv4 >\$P/addr_adrfam
 echo ${NTB_NET_IP[lender]} >\$P/addr_traddr; echo $NVMF_PORT >\$P/addr_trsvcid
-ln -s \$S \$P/subsystems/$NQN" || return
+ln -s \$S \$P/subsystems/$NQN" >&2 || return
 	# The namespace's disk: under its subsystem with native multipath (Debian's default), else under
 	# its controller.
 	rig_run $B --timeout 120 -- "set -e; modprobe nvme-tcp
@@ -150,7 +156,7 @@ for i in \$(seq 150); do
 	done
 	sleep 0.2
 done
-exit 1" | sed -n 's/^BENCH-NS //p'
+exit 1" | ns_line $B
 }
 
 line '%s' "L0 load (1/5/15 min) at the start: $(load)"
@@ -172,7 +178,7 @@ fig() {
 	[ -n "${JSON[$1]:-}" ] || { echo n/a && return; }
 	case $2 in
 	p50 | p99) jq -r ".jobs[0].read.clat_ns.percentile[\"${2#p}.000000\"] / 1000 | floor" <<<"${JSON[$1]}" ;;
-	mbs) jq -r '.jobs[0].read.bw_bytes / 1e6 * 10 | floor / 10' <<<"${JSON[$1]}" ;;
+	mbs) jq -r '.jobs[0].read.bw_bytes / 1e6' <<<"${JSON[$1]}" | awk '{ printf "%.1f\n", $1 }' ;;
 	iops) jq -r '.jobs[0].read.iops | floor' <<<"${JSON[$1]}" ;;
 	ios) jq -r '.jobs[0].read.total_ios' <<<"${JSON[$1]}" ;;
 	esac
