@@ -164,9 +164,9 @@ e2e_remote_up $B $U 1024
 run_path farpass /dev/nvme0n1 -device vfio-pci,sysfsdev=$MDEV
 why=
 if ! lender_ns=$(farpass_off); then
-	why="the lender's NVMe did not come back to its nvme driver"
+	why="farpass did not give the lender's NVMe back to its nvme driver (output above)"
 elif ! bdev=$(nvmeof_up "$lender_ns"); then
-	why="NVMe-oF over ntb_netdev did not come up"
+	why="NVMe-oF did not come up (ntb_netdev, nvmet or nvme connect: their output is above)"
 else
 	echo "lender namespace /dev/$lender_ns exported; borrower1 sees it as /dev/$bdev"
 	run_path nvmeof /dev/vda -drive file="/dev/$bdev",if=none,id=nvmeof,format=raw,cache=none,aio=native \
