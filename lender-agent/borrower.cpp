@@ -606,11 +606,60 @@ std::string Borrower::map_dma(LenderPart &part, const AnnouncedDevice &device, b
 			throw;
 		return std::string(" without DMA window: ") + e.what();
 	}
+	std::size_t mapped = 0;
 	for (const DmaSlot &slot : slots)
-		call_lender(part, "dma.map",
-			    {{"pci", device.device.pci_address}, {"lease", device.lease->id}, {"iova", slot.gpa},
-			     {"size", slot.size}, {"window_offset", slot.offset}});
-	return " (" + std::to_string(slots.size()) + " DMA slot(s) mapped)";
+		if (!slot.lender_peer) {
+			call_lender(part, "dma.map",
+				    {{"pci", device.device.pci_address}, {"lease", device.lease->id}, {"iova", slot.gpa},
+				     {"size", slot.size}, {"window_offset", slot.offset}});
+			mapped++;
+		}
+	return " (" + std::to_string(mapped) + " DMA slot(s) mapped" + map_lender_peers(part, device, slots) + ")";
+}
+
+// Peer-to-peer between devices of one lender (docs/mdev.md): a lender peer in a layout is another
+// device of the same VFIO user on this link, listed while its instance is open; the lender maps a pair
+// once both are borrowed, under both leases. So this borrow maps the device's DMA to the BARs of its
+// borrowed lender peers, and theirs to its BARs (they borrowed first). Best effort: a pair not mapped
+// leaves those addresses faulting in the lender's IOMMU, as without peer-to-peer.
+std::string Borrower::map_lender_peers(LenderPart &part, const AnnouncedDevice &device, const std::vector<DmaSlot> &slots)
+{
+	std::size_t mapped = 0;
+	const auto map_pair = [&](const AnnouncedDevice &from, const DmaSlot &slot, const AnnouncedDevice &to) {
+		try {
+			call_lender(part, "dma.map_peer",
+				    {{"pci", from.device.pci_address}, {"lease", from.lease->id}, {"iova", slot.gpa},
+				     {"size", slot.size}, {"peer_pci", to.device.pci_address}, {"peer_lease", to.lease->id},
+				     {"bar", slot.peer_bar}});
+			mapped++;
+		} catch (const std::exception &e) {
+			log_(LogLevel::warning, "borrower: peer-to-peer DMA of " + from.device.pci_address + " to BAR " +
+							std::to_string(slot.peer_bar) + " of " + to.device.pci_address + ": " + e.what());
+		}
+	};
+	const auto borrowed_with_id = [&](std::uint32_t id) -> const AnnouncedDevice * {
+		for (const auto &[key, entry] : part.devices)
+			if (entry.device.id == id && &entry != &device && held(entry))
+				return &entry;
+		return nullptr;
+	};
+	for (const DmaSlot &slot : slots)
+		if (const AnnouncedDevice *peer = slot.lender_peer ? borrowed_with_id(slot.peer_id) : nullptr)
+			map_pair(device, slot, *peer);
+	for (const auto &[key, other] : part.devices) {
+		if (&other == &device || !held(other))
+			continue;
+		std::vector<DmaSlot> theirs;
+		try {
+			theirs = kernel_.dma_layout(other.device.id);
+		} catch (const AgentError &) { // not borrowing now: no window, nothing of it to map
+			continue;
+		}
+		for (const DmaSlot &slot : theirs)
+			if (slot.lender_peer && slot.peer_id == device.device.id)
+				map_pair(other, slot, device);
+	}
+	return mapped ? ", " + std::to_string(mapped) + " peer BAR(s) on the lender" : "";
 }
 
 void Borrower::release(LenderPart &part, AnnouncedDevice &device)

@@ -147,6 +147,7 @@ private:
 	UpcallReply serve(LenderPart &part, const Upcall &upcall);
 	void borrow(LenderPart &part, AnnouncedDevice &device);
 	std::string map_dma(LenderPart &part, const AnnouncedDevice &device, bool data_path);
+	std::string map_lender_peers(LenderPart &part, const AnnouncedDevice &device, const std::vector<DmaSlot> &slots);
 	void release(LenderPart &part, AnnouncedDevice &device);
 	static const BorrowedLease *held(const AnnouncedDevice &device);
 	static AnnouncedDevice *by_id(LenderPart &part, std::uint32_t id);

@@ -253,7 +253,9 @@ std::vector<DmaSlot> FarpassKernelPort::dma_layout(std::uint32_t device_id)
 	call(FARPASS_CMD_DMA_LAYOUT, FARPASS_IOCTL_DMA_LAYOUT, &layout, "DMA layout of id " + std::to_string(device_id));
 	std::vector<DmaSlot> slots;
 	for (std::uint32_t i = 0; i < layout.nr_slots && i < FARPASS_DMA_SLOTS; i++)
-		slots.push_back({layout.slots[i].gpa, layout.slots[i].size, layout.slots[i].offset});
+		slots.push_back({layout.slots[i].gpa, layout.slots[i].size, layout.slots[i].offset,
+				 (layout.slots[i].flags & FARPASS_DMA_SLOT_F_LENDER_PEER) != 0, layout.slots[i].peer_id,
+				 layout.slots[i].peer_bar});
 	return slots;
 }
 

@@ -44,11 +44,15 @@ struct RemoteDevice {
 	bool operator==(const RemoteDevice &) const = default;
 };
 
-// One guest RAM range of a borrow's DMA window (struct farpass_dma_slot).
+// One slot of a borrow's DMA window (struct farpass_dma_slot): guest RAM or a peer BAR in the link's DMA
+// window, or a lender peer (a BAR of another device the same lender lends, which it maps itself).
 struct DmaSlot {
 	std::uint64_t gpa = 0; // = the lender's IOVA
 	std::uint64_t size = 0;
 	std::uint64_t offset = 0; // in the link's DMA window
+	bool lender_peer = false;
+	std::uint32_t peer_id = 0; // a lender peer: its device id and BAR
+	std::uint32_t peer_bar = 0;
 };
 
 // enum farpass_upcall_op

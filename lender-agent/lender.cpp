@@ -64,10 +64,16 @@ json device_state(const LentDevice &device, std::int64_t wall_offset_ms)
 		json dma = json::array();
 		for (const DmaMapping &m : device.dma_mappings)
 			dma.push_back({{"iova", m.iova}, {"size", m.size}, {"window_offset", m.window_offset}});
+		// Apart from "dma": an agent that predates them must not take one for a window mapping.
+		json peer_dma = json::array();
+		for (const PeerDmaMapping &m : device.peer_dma_mappings)
+			peer_dma.push_back({{"iova", m.iova}, {"size", m.size}, {"peer_pci", m.peer_pci},
+					    {"peer_lease", m.peer_lease}, {"bar", m.bar}});
 		state["lease"] = {{"id", device.lease->id},
 				  {"borrower", device.lease->borrower},
 				  {"expires_at_ms", device.lease->expires_at_ms + wall_offset_ms},
 				  {"dma", dma},
+				  {"peer_dma", peer_dma},
 				  {"irqs", nullptr}};
 		if (device.irqs)
 			state["lease"]["irqs"] = {{"index", device.irqs->index}, {"count", device.irqs->count}};
@@ -118,6 +124,7 @@ std::vector<std::string> Lender::restore()
 	}
 	const std::int64_t now = clock_.monotonic_ms();
 	const std::int64_t wall_offset_ms = clock_.wall_ms() - now;
+	std::map<std::string, std::vector<PeerDmaMapping>> peer_dma; // restored once every peer is
 	try {
 		for (const json &saved : state->at("devices")) {
 			const std::string address = saved.at("pci");
@@ -154,7 +161,14 @@ std::vector<std::string> Lender::restore()
 				irqs = IrqSetting{decode_uint<unsigned>(saved_irqs.at("index"), "index", 0, last_irq_index),
 						  decode_uint<std::uint32_t>(saved_irqs.at("count"), "count", 1, irq_vectors)};
 			restore_data_path(restored, dma, irqs);
+			for (const json &m : saved["lease"].value("peer_dma", json::array()))
+				peer_dma[address].push_back({decode_uint<std::uint64_t>(m.at("iova"), "iova"),
+							     decode_uint<std::uint64_t>(m.at("size"), "size", 1),
+							     m.at("peer_pci"), m.at("peer_lease"),
+							     decode_uint<std::uint32_t>(m.at("bar"), "bar", 0, bar_count - 1)});
 		}
+		for (const auto &[address, mappings] : peer_dma)
+			restore_peer_dma(devices_.at(address), mappings);
 	} catch (const json::exception &e) {
 		malformed_state(e);
 	} catch (const AgentError &e) {
@@ -365,6 +379,17 @@ void Lender::unmap_dma(const std::string &pci_address, const std::string &borrow
 	persist();
 }
 
+void Lender::map_peer_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
+			  std::uint64_t iova, std::uint64_t size, const std::string &peer_pci,
+			  const std::string &peer_lease, std::uint64_t bar)
+{
+	if (bar >= bar_count)
+		throw AgentError(ErrorCode::invalid_params, "BAR " + std::to_string(bar) + " is not 0 to 5");
+	add_peer_dma(holder_device(pci_address, borrower, lease_id),
+		     {iova, size, peer_pci, peer_lease, static_cast<std::uint32_t>(bar)});
+	persist();
+}
+
 void Lender::set_irqs(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
 		      std::uint64_t index, std::uint64_t count)
 {
@@ -407,6 +432,65 @@ void Lender::add_dma(LentDevice &device, const DmaMapping &mapping)
 	device.vfio->map_dma(mapping.iova, mapping.size,
 			     reinterpret_cast<std::uint64_t>(window.data() + mapping.window_offset));
 	device.dma_mappings.push_back(mapping);
+}
+
+LentDevice &Lender::peer_of(const LentDevice &device, const PeerDmaMapping &mapping)
+{
+	if (mapping.peer_pci == device.pci_address)
+		throw AgentError(ErrorCode::invalid_params, device.pci_address + " is not a peer of itself");
+	LentDevice &peer = holder_device(mapping.peer_pci, device.lease->borrower, mapping.peer_lease);
+	if (device.data_path_ntb.empty() || peer.data_path_ntb.empty())
+		throw AgentError(ErrorCode::system_error, EOPNOTSUPP,
+				 "the lease on " + (device.data_path_ntb.empty() ? device.pci_address : peer.pci_address) +
+					 " has no data path: no peer-to-peer DMA");
+	if (!peer.bars.placed[mapping.bar] || mapping.size > peer.info.bar_sizes[mapping.bar])
+		throw AgentError(ErrorCode::invalid_params, "BAR " + std::to_string(mapping.bar) + " of " + peer.pci_address +
+								    " is not a memory BAR lent with it of at least " +
+								    std::to_string(mapping.size) + " bytes");
+	if (mapping.iova % page_size || mapping.size % page_size || mapping.size - 1 > ~std::uint64_t(0) - mapping.iova)
+		throw AgentError(ErrorCode::invalid_params, "peer DMA range of " + std::to_string(mapping.size) +
+								    " bytes at IOVA " + std::to_string(mapping.iova) +
+								    " is not whole pages or wraps around 2^64");
+	return peer;
+}
+
+void Lender::add_peer_dma(LentDevice &device, const PeerDmaMapping &mapping)
+{
+	device.vfio->map_dma_to_bar(mapping.iova, mapping.size, *peer_of(device, mapping).vfio, mapping.bar);
+	device.peer_dma_mappings.push_back(mapping);
+}
+
+// Only onto the peer lease it was made for, restored too. An adopted container still holds the mapping:
+// kept then, removed otherwise (the peer may be lent to anybody next).
+void Lender::restore_peer_dma(LentDevice &device, const std::vector<PeerDmaMapping> &mappings)
+{
+	for (const PeerDmaMapping &mapping : mappings)
+		attempt("restoring the peer DMA of " + device.pci_address + " at IOVA " + std::to_string(mapping.iova) +
+				" onto " + mapping.peer_pci,
+			[&] {
+				if (!device.adopted)
+					return add_peer_dma(device, mapping);
+				try {
+					peer_of(device, mapping);
+				} catch (const AgentError &) {
+					device.vfio->unmap_dma(mapping.iova, mapping.size);
+					throw;
+				}
+				device.peer_dma_mappings.push_back(mapping);
+			});
+}
+
+void Lender::unmap_peer_dma_onto(const LentDevice &peer)
+{
+	for (auto &[address, device] : devices_)
+		std::erase_if(device.peer_dma_mappings, [&](const PeerDmaMapping &mapping) {
+			if (mapping.peer_pci != peer.pci_address)
+				return false;
+			attempt("unmapping the peer DMA of " + address + " at IOVA " + std::to_string(mapping.iova) +
+					" onto " + peer.pci_address,
+				[&] { device.vfio->unmap_dma(mapping.iova, mapping.size); });
+			return true;
+		});
 }
 
 void Lender::arm_irqs(LentDevice &device, unsigned index, std::uint32_t count)
@@ -572,8 +656,9 @@ void Lender::disarm_irqs(LentDevice &device)
 
 void Lender::end_lease(LentDevice &device)
 {
-	// The device stops before its mappings go, and every step is tried: a lease that ends cannot be
-	// ended again, so a failed step is a notice, not a lease that stays.
+	// No other device reaches its BARs first; then it stops before its mappings go. Every step is
+	// tried: a lease that ends cannot be ended again, so a failed step is a notice, not a lease that stays.
+	unmap_peer_dma_onto(device);
 	attempt("stopping DMA of " + device.pci_address, [&] { set_bus_master(device, false); });
 	if (device.irqs)
 		disarm_irqs(device);
@@ -581,6 +666,10 @@ void Lender::end_lease(LentDevice &device)
 		attempt("unmapping DMA at IOVA " + std::to_string(mapping.iova) + " of " + device.pci_address,
 			[&] { device.vfio->unmap_dma(mapping.iova, mapping.size); });
 	device.dma_mappings.clear();
+	for (const PeerDmaMapping &mapping : device.peer_dma_mappings)
+		attempt("unmapping the peer DMA at IOVA " + std::to_string(mapping.iova) + " of " + device.pci_address,
+			[&] { device.vfio->unmap_dma(mapping.iova, mapping.size); });
+	device.peer_dma_mappings.clear();
 	if (device.adopted) // a mapping the previous agent made but did not save would outlive the lease
 		attempt("unmapping all DMA of " + device.pci_address, [&] { device.vfio->unmap_all_dma(); });
 	device.adopted = false;

@@ -39,6 +39,16 @@ struct DmaMapping {
 	std::uint64_t window_offset = 0; // in the outbound window towards the holder
 };
 
+// Peer-to-peer between two devices lent to one borrower: device DMA to [iova, iova + size) reaches BAR
+// `bar` of the lent device `peer_pci` from its start, while the peer's lease `peer_lease` lasts.
+struct PeerDmaMapping {
+	std::uint64_t iova = 0;
+	std::uint64_t size = 0;
+	std::string peer_pci;
+	std::string peer_lease;
+	std::uint32_t bar = 0;
+};
+
 // The link's BAR window as the lender divides it (config "bar_slot_bytes", "bar_window_bytes").
 struct BarWindow {
 	std::uint64_t slot_bytes = 4ull << 20;
@@ -73,6 +83,7 @@ struct LentDevice {
 	// Its VFIO descriptors are a previous agent's (docs/agent-protocol.md, "Adoption"): the container
 	// may hold mappings the state does not name, removed all at once when the lease ends.
 	bool adopted = false;
+	std::vector<PeerDmaMapping> peer_dma_mappings = {}; // of the current lease
 };
 
 struct ExpiredLease {
@@ -125,6 +136,13 @@ public:
 		     std::uint64_t iova, std::uint64_t size, std::uint64_t window_offset);
 	void unmap_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
 		       std::uint64_t iova, std::uint64_t size);
+	// Peer-to-peer on this host: both devices under live leases of the borrower with a data path, the
+	// peer's lease peer_lease (the borrower's proof that the peer is its guest's device now), BAR `bar`
+	// of the peer lent with it and at least size bytes. Undone when either lease ends, the peer's first
+	// (no device reaches a BAR once its lease is over).
+	void map_peer_dma(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
+			  std::uint64_t iova, std::uint64_t size, const std::string &peer_pci,
+			  const std::string &peer_lease, std::uint64_t bar);
 	// Arms `count` vectors of IRQ index `index` with new eventfds (VFIO_DEVICE_SET_IRQS) relayed to the
 	// holder's slot (IRQ_BRIDGE); count 0 disarms. Needs a lease with a data path.
 	void set_irqs(const std::string &pci_address, const std::string &borrower, const std::string &lease_id,
@@ -153,6 +171,12 @@ private:
 	void unmap_unleased_bars(const LentDevice &device);
 	// The steps map_dma and set_irqs share with restore (checks done by the caller).
 	void add_dma(LentDevice &device, const DmaMapping &mapping);
+	// The peer a mapping leads to, if the mapping may be there (map_peer_dma's rules); throws otherwise.
+	LentDevice &peer_of(const LentDevice &device, const PeerDmaMapping &mapping);
+	void add_peer_dma(LentDevice &device, const PeerDmaMapping &mapping);
+	void restore_peer_dma(LentDevice &device, const std::vector<PeerDmaMapping> &mappings);
+	// Every other device's peer mappings onto device's BARs go (its lease is ending).
+	void unmap_peer_dma_onto(const LentDevice &device);
 	void arm_irqs(LentDevice &device, unsigned index, std::uint32_t count);
 	void disarm_irqs(LentDevice &device);
 	void end_lease(LentDevice &device);

@@ -43,6 +43,10 @@ std::vector<Method> method_table(AgentContext &agent)
 		{"dma.map", peer_access, {pci, lease, iova, size, {"window_offset", ParamType::unsigned_integer}},
 		 bind(agent, dma_map)},
 		{"dma.unmap", peer_access, {pci, lease, iova, size}, bind(agent, dma_unmap)},
+		{"dma.map_peer", peer_access,
+		 {pci, lease, iova, size, {"peer_pci", ParamType::string}, {"peer_lease", ParamType::string},
+		  {"bar", ParamType::unsigned_integer, true, 0, 5}},
+		 bind(agent, dma_map_peer)},
 		{"irq.set", peer_access,
 		 {pci, lease, {"index", ParamType::unsigned_integer, true, 0, 2}, // INTx, MSI, MSI-X
 		  {"count", ParamType::unsigned_integer, true, 0, irq_vectors}},

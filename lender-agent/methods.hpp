@@ -53,6 +53,7 @@ json device_write_config(AgentContext &agent, const json &params, const CallCont
 json device_reset(AgentContext &agent, const json &params, const CallContext &context);
 json dma_map(AgentContext &agent, const json &params, const CallContext &context);
 json dma_unmap(AgentContext &agent, const json &params, const CallContext &context);
+json dma_map_peer(AgentContext &agent, const json &params, const CallContext &context);
 json irq_set(AgentContext &agent, const json &params, const CallContext &context);
 
 // borrows and leases

@@ -6,9 +6,9 @@ namespace farpass::agent::handlers {
 
 namespace {
 
-std::string address_of(const json &params)
+std::string address_of(const json &params, const char *name = "pci")
 {
-	return canonical_pci_address(params.at("pci").get<std::string>());
+	return canonical_pci_address(params.at(name).get<std::string>());
 }
 
 // Numbers come as 64-bit values: check_params has checked their ranges, the lender checks the rest in
@@ -92,6 +92,14 @@ json dma_unmap(AgentContext &agent, const json &params, const CallContext &conte
 {
 	agent.lender.unmap_dma(address_of(params), context.peer_host, params.at("lease"), number(params, "iova"),
 			       number(params, "size"));
+	return json::object();
+}
+
+json dma_map_peer(AgentContext &agent, const json &params, const CallContext &context)
+{
+	agent.lender.map_peer_dma(address_of(params), context.peer_host, params.at("lease"), number(params, "iova"),
+				  number(params, "size"), address_of(params, "peer_pci"), params.at("peer_lease"),
+				  number(params, "bar"));
 	return json::object();
 }
 

@@ -29,6 +29,9 @@ public:
 	// VFIO_IOMMU_MAP_DMA: device DMA to [iova, iova + size) reaches process memory at vaddr.
 	virtual void map_dma(std::uint64_t iova, std::uint64_t size, std::uint64_t vaddr) = 0;
 	virtual void unmap_dma(std::uint64_t iova, std::uint64_t size) = 0;
+	// VFIO_IOMMU_MAP_DMA of peer's BAR `bar` (its first size bytes) at iova: peer-to-peer between two
+	// devices of this host. Throws AgentError (EINVAL: the BAR cannot be mmapped or is smaller).
+	virtual void map_dma_to_bar(std::uint64_t iova, std::uint64_t size, VfioDevice &peer, unsigned bar) = 0;
 	// Every mapping of the container (VFIO_DMA_UNMAP_FLAG_ALL), known or not.
 	virtual void unmap_all_dma() = 0;
 	// What keeps the device as it is while open (container, group, device), for the descriptor store.

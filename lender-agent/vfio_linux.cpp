@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/vfio.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <vector>
@@ -92,6 +93,32 @@ public:
 		unmap.iova = iova;
 		unmap.size = size;
 		checked(::ioctl(container_.get(), VFIO_IOMMU_UNMAP_DMA, &unmap), address_ + ": VFIO_IOMMU_UNMAP_DMA");
+	}
+
+	void map_dma_to_bar(std::uint64_t iova, std::uint64_t size, VfioDevice &peer, unsigned bar) override
+	{
+		const auto &peer_device = dynamic_cast<const LinuxVfioDevice &>(peer);
+		vfio_region_info region{};
+		region.argsz = sizeof(region);
+		region.index = VFIO_PCI_BAR0_REGION_INDEX + bar;
+		checked(::ioctl(peer_device.device_.get(), VFIO_DEVICE_GET_REGION_INFO, &region),
+			peer_device.address_ + ": BAR " + std::to_string(bar) + " region info");
+		if (!(region.flags & VFIO_REGION_INFO_FLAG_MMAP) || size > region.size)
+			throw AgentError(ErrorCode::system_error, EINVAL,
+					 peer_device.address_ + ": BAR " + std::to_string(bar) + " (" + std::to_string(region.size) +
+						 " bytes) cannot be mmapped or is smaller than " + std::to_string(size) + " bytes");
+		void *bar_map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, peer_device.device_.get(),
+				       static_cast<off_t>(region.offset));
+		if (bar_map == MAP_FAILED)
+			throw_system_error(peer_device.address_ + ": mmap of BAR " + std::to_string(bar));
+		// MAP_DMA looks the BAR's pages up now; the IOMMU mapping does not need the mmap afterwards.
+		try {
+			map_dma(iova, size, reinterpret_cast<std::uint64_t>(bar_map));
+		} catch (...) {
+			::munmap(bar_map, size);
+			throw;
+		}
+		::munmap(bar_map, size);
 	}
 
 	void unmap_all_dma() override

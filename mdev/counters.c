@@ -78,6 +78,7 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_INTX_UNMASKS_SIGNALLED]	= "intx_unmasks_signalled",
 	[FP_C_INTX_MASKED]	= "intx_masked",
 	[FP_C_DMA_PEERS]	= "dma_peers",
+	[FP_C_DMA_LENDER_PEERS]	= "dma_lender_peers",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

@@ -71,6 +71,7 @@ enum fp_counter {
 	FP_C_INTX_UNMASKS_SIGNALLED,	/* E lender: ... received and signalled to vfio-pci */
 	FP_C_INTX_MASKED,	/* E borrower: INTx deliveries while masked (not signalled) */
 	FP_C_DMA_PEERS,		/* G peer BARs mapped in borrowers' DMA windows (dmawin.c, p2p.c) */
+	FP_C_DMA_LENDER_PEERS,	/* G ... and peer BARs on the same link, listed for the lender to map */
 	FP_C_NR
 };
 

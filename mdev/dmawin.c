@@ -54,7 +54,7 @@ struct fp_dmawin {
 	bool quarantined;		/* fp_dmawin_lock: no pages, the lender may still map the range */
 	struct fp_dmawin_peer peers[FP_DMAWIN_MAX_PEERS];	/* immutable once on the list */
 	u64 peer_off[FP_DMAWIN_MAX_PEERS];	/* each peer's slot in the sub-window, after the RAM */
-	bool peer_mapped[FP_DMAWIN_MAX_PEERS];	/* fp_dmawin_lock */
+	bool peer_mapped[FP_DMAWIN_MAX_PEERS];	/* fp_dmawin_lock; a lender peer's: listed */
 	u32 nr_peers;
 };
 
@@ -338,6 +338,10 @@ static u64 fp_dmawin_place_peers(struct fp_dmawin *w, const struct fp_dmawin_pee
 		if (!is_power_of_2(p->size) || p->size < PAGE_SIZE || !IS_ALIGNED(p->gpa, p->size) ||
 		    !PAGE_ALIGNED(p->phys) || fp_peer_overlaps(w, p->gpa, p->size))
 			continue;
+		if (p->on_lender) {
+			w->peers[w->nr_peers++] = *p;
+			continue;
+		}
 		off = round_up(end, min_t(u64, p->size, FP_DMAWIN_RANGE_ALIGN));
 		if (check_add_overflow(off, p->size, &top) || top > usable)
 			continue;
@@ -458,14 +462,18 @@ static void fp_dmawin_lift(struct fp_link *link, bool all, u32 device_id)
 	}
 }
 
-/* Unmap (flushed) peer slot @i of @w if it is mapped. */
+/* Unmap (flushed) peer slot @i of @w if it is mapped; a lender peer is no longer listed. */
 static void fp_peer_unmap(struct fp_dmawin *w, u32 i)
 {
 	lockdep_assert_held(&fp_dmawin_lock);
 	if (!w->peer_mapped[i])
 		return;
-	fp_xwin_unmap(w->link, FARPASS_MW_DMA, w->base + w->peer_off[i], w->peers[i].size);
 	w->peer_mapped[i] = false;
+	if (w->peers[i].on_lender) {
+		fp_count(FP_C_DMA_LENDER_PEERS, -1);
+		return;
+	}
+	fp_xwin_unmap(w->link, FARPASS_MW_DMA, w->base + w->peer_off[i], w->peers[i].size);
 	fp_count(FP_C_DMA_PEERS, -1);
 }
 
@@ -478,6 +486,11 @@ void fp_dmawin_map_peers(struct fp_dmawin *w, bool (*open)(u64 owner))
 	for (i = 0; i < w->nr_peers; i++) {
 		if (w->peer_mapped[i] || !open(w->peers[i].owner))
 			continue;
+		if (w->peers[i].on_lender) {
+			w->peer_mapped[i] = true;
+			fp_count(FP_C_DMA_LENDER_PEERS, 1);
+			continue;
+		}
 		ret = fp_xwin_map(w->link, FARPASS_MW_DMA, w->base + w->peer_off[i], w->peers[i].phys,
 				  w->peers[i].size, FP_DMAWIN_PROT | IOMMU_MMIO);
 		if (ret) {
@@ -642,14 +655,25 @@ long fp_dmawin_refill(struct fp_dmawin *w)
 	return total - atomic64_read(&w->pinned);
 }
 
-/* Insert a slot into @l, keeping slots[] ascending in gpa (at most FARPASS_DMA_SLOTS: see below). */
-static void fp_layout_add(struct farpass_dma_layout *l, u64 gpa, u64 size, u64 offset)
+/* Insert @slot into @l, keeping slots[] ascending in gpa (at most FARPASS_DMA_SLOTS: see below). */
+static void fp_layout_add(struct farpass_dma_layout *l, struct farpass_dma_slot slot)
 {
 	u32 i = l->nr_slots++;
 
-	for (; i && l->slots[i - 1].gpa > gpa; i--)
+	for (; i && l->slots[i - 1].gpa > slot.gpa; i--)
 		l->slots[i] = l->slots[i - 1];
-	l->slots[i] = (struct farpass_dma_slot){ .gpa = gpa, .size = size, .offset = offset };
+	l->slots[i] = slot;
+}
+
+/* @w's peer @i as a DMA_LAYOUT slot: a window slot, or a lender peer's BAR. */
+static struct farpass_dma_slot fp_peer_slot(const struct fp_dmawin *w, u32 i)
+{
+	const struct fp_dmawin_peer *p = &w->peers[i];
+
+	if (!p->on_lender)
+		return (struct farpass_dma_slot){ .gpa = p->gpa, .size = p->size, .offset = w->base + w->peer_off[i] };
+	return (struct farpass_dma_slot){ .gpa = p->gpa, .size = p->size, .flags = FARPASS_DMA_SLOT_F_LENDER_PEER,
+					  .peer_id = p->device_id, .peer_bar = p->bar };
 }
 
 int fp_dmawin_layout(struct farpass_dma_layout *l)
@@ -666,10 +690,12 @@ int fp_dmawin_layout(struct farpass_dma_layout *l)
 			continue;
 		l->nr_slots = 0;
 		for (i = 0; i < w->layout.nr; i++)
-			fp_layout_add(l, w->layout.slots[i].gpa, w->layout.slots[i].size,
-				      w->base + w->layout.slots[i].offset);
+			fp_layout_add(l, (struct farpass_dma_slot){ .gpa = w->layout.slots[i].gpa,
+								    .size = w->layout.slots[i].size,
+								    .offset = w->base + w->layout.slots[i].offset });
 		for (i = 0; i < w->nr_peers; i++)
-			fp_layout_add(l, w->peers[i].gpa, w->peers[i].size, w->base + w->peer_off[i]);
+			if (!w->peers[i].on_lender || w->peer_mapped[i])
+				fp_layout_add(l, fp_peer_slot(w, i));
 		l->pages_pinned = atomic64_read(&w->pinned);
 		ret = 0;
 		break;

@@ -29,15 +29,19 @@ struct fp_borrow_stat;
 #define FP_DMAWIN_MAX_PEERS	8
 
 /*
- * A memory BAR of another farpass instance of the same VFIO user, on another link: its guest
- * addresses get a slot of the window after the RAM, mapped (MMIO) onto the BAR's slot in the other
- * link's outbound BAR window.
+ * A memory BAR of another farpass instance of the same VFIO user. On another link, its guest addresses
+ * get a slot of the window after the RAM, mapped (MMIO) onto the BAR's slot in the other link's
+ * outbound BAR window. On the same link (a lender peer), it takes no window space: DMA_LAYOUT lists it
+ * while its instance is open, and the lender's agent maps it onto its own device's BAR.
  */
 struct fp_dmawin_peer {
 	u64 owner;		/* the instance's identity (p2p.c), never reused */
 	u64 gpa;		/* where the guest placed the BAR: aligned to its size */
 	u64 size;		/* a power of two, page multiple */
-	phys_addr_t phys;	/* the BAR's slot in the other link's outbound BAR window */
+	phys_addr_t phys;	/* another link: the BAR's slot in that link's outbound BAR window */
+	bool on_lender;		/* the same link: a lender peer */
+	u32 device_id;		/* a lender peer: its farpass id */
+	u32 bar;		/* a lender peer: its BAR index */
 };
 
 /*
@@ -50,11 +54,15 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 		     const struct fp_dmawin_peer *peers, u32 nr_peers, struct fp_dmawin **out,
 		     struct fp_borrow_stat *st);
 /*
- * Map the window's peer slots whose owner @open says is still open (p2p.c, under the lock its
- * instances close under, so a peer either is seen gone here or has its mapping removed by its close).
+ * Map the window's peer slots (list its lender peers) whose owner @open says is still open (p2p.c,
+ * under the lock its instances close under, so a peer either is seen gone here or has its mapping
+ * removed by its close).
  */
 void fp_dmawin_map_peers(struct fp_dmawin *w, bool (*open)(u64 owner));
-/* The instance @owner closes: every window's mappings of its BARs go, the IOTLB flushed. */
+/*
+ * The instance @owner closes: every window's mappings of its BARs go, the IOTLB flushed, and no
+ * DMA_LAYOUT lists it as a lender peer any more.
+ */
 void fp_dmawin_unmap_peers_of(u64 owner);
 /*
  * Unmap from the NTB's domain (flushed), then unpin. @returned: the lender confirmed the lease ended

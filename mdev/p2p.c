@@ -10,12 +10,13 @@
  * NTB's domain onto that BAR's slot in the other link's outbound BAR window. The path: device ->
  * lender A's IOMMU -> NTB A -> our IOMMU -> NTB B -> lender B's IOMMU (which maps the slot only while
  * the peer is borrowed over that link) -> the peer's BAR; no software on it. A peer on the same link
- * is not mapped this way (its lender would reach its own device through us and back): DMA there
- * still faults in that lender's IOMMU.
+ * is listed instead (a lender peer: no window slot, nothing mapped here), for the lender's agent to
+ * map the device's IOVA straight onto its own device's BAR, without the hairpin through us.
  *
  * A mapping to a peer's slot must not outlive the peer's instance: once it is closed, another VM's
  * instance may borrow the same device. So each open instance gets an identity never reused, windows
- * record it, and a close unmaps every window's mappings of it before it returns. The peers' BARs are
+ * record it, and a close unmaps every window's mappings of it (and stops listing it as a lender peer)
+ * before it returns. The peers' BARs are
  * those placed at the borrow: a BAR the guest moves later is followed at the next borrow.
  *
  * fp_p2p_lock (mutex) protects the list of open instances, their identities and the counter. A
@@ -62,8 +63,11 @@ static bool fp_p2p_is_open(u64 id)
 	return false;
 }
 
-/* The memory BARs @p's guest placed, each with its slot in @p's link's outbound BAR window. */
-static u32 fp_p2p_bars_of(struct fp_mdev *p, struct fp_dmawin_peer *out, u32 room)
+/*
+ * The memory BARs @p's guest placed: on @link, lender peers; else each with its slot in @p's link's
+ * outbound BAR window.
+ */
+static u32 fp_p2p_bars_of(struct fp_mdev *p, struct fp_link *link, struct fp_dmawin_peer *out, u32 room)
 {
 	const struct farpass_bar *bars = p->rdev->desc.bars;
 	u32 n = 0;
@@ -81,11 +85,16 @@ static u32 fp_p2p_bars_of(struct fp_mdev *p, struct fp_dmawin_peer *out, u32 roo
 		spin_lock(&p->state_lock);
 		placed = fp_vcfg_bar_addr(&p->vcfg, bars, i, &gpa);
 		spin_unlock(&p->state_lock);
-		if (!placed || fp_bar_slot_phys(p->rdev->link, &bars[i], &out[n].phys))
+		if (!placed)
 			continue;
-		out[n].owner = p->p2p_id;
-		out[n].gpa = gpa;
-		out[n].size = bars[i].size;
+		out[n] = (struct fp_dmawin_peer){ .owner = p->p2p_id, .gpa = gpa, .size = bars[i].size };
+		if (p->rdev->link == link) {
+			out[n].on_lender = true;
+			out[n].device_id = p->rdev->desc.device_id;
+			out[n].bar = i;
+		} else if (fp_bar_slot_phys(p->rdev->link, &bars[i], &out[n].phys)) {
+			continue;
+		}
 		n++;
 	}
 	return n;
@@ -102,8 +111,8 @@ int fp_p2p_window_create(struct fp_mdev *fm, struct fp_borrow_stat *st)
 	lockdep_assert_held(&fm->dma_lock);
 	mutex_lock(&fp_p2p_lock);
 	list_for_each_entry(p, &fp_p2p_open_list, p2p_node)
-		if (p != fm && p->dmauser == fm->dmauser && p->rdev->link != link)
-			n += fp_p2p_bars_of(p, peers + n, FP_DMAWIN_MAX_PEERS - n);
+		if (p != fm && p->dmauser == fm->dmauser)
+			n += fp_p2p_bars_of(p, link, peers + n, FP_DMAWIN_MAX_PEERS - n);
 	mutex_unlock(&fp_p2p_lock);
 
 	/* Pinning takes long: without the lock, so other instances open and close meanwhile. */

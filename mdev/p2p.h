@@ -17,7 +17,8 @@ void fp_p2p_open(struct fp_mdev *fm);
 void fp_p2p_close(struct fp_mdev *fm);
 /*
  * Borrow (@fm's dma_lock held): build its DMA window (fp_dmawin_create) with a slot for each memory
- * BAR the guest placed of its VFIO user's instances on other links, and map those still open.
+ * BAR the guest placed of its VFIO user's instances on other links, and a lender peer for each on
+ * @fm's link, and map (list) those still open.
  */
 int fp_p2p_window_create(struct fp_mdev *fm, struct fp_borrow_stat *st);
 

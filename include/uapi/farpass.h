@@ -250,14 +250,23 @@ struct farpass_outbound_window {
  * before the BORROW upcall (so the agent serving BORROW reads it here): it discovered the guest's RAM
  * ranges, pinned their pages and mapped them at window offsets in its NTB's IOMMU domain. A slot may
  * instead be a memory BAR of another farpass device of the same VFIO user reached over another link
- * (peer-to-peer: mapped onto that link's BAR window). The lender maps every slot alike with
+ * (peer-to-peer: mapped onto that link's BAR window). The lender maps these slots with
  * VFIO_IOMMU_MAP_DMA: iova = gpa, vaddr = its outbound window FARPASS_MW_DMA mmap + offset, size
- * bytes. Errors: ENOENT unknown device, ENODATA no instance of it is borrowing (or being borrowed) now.
+ * bytes. A slot with FARPASS_DMA_SLOT_F_LENDER_PEER is a memory BAR of a farpass device of the same
+ * VFIO user on the same link (lent by the same lender), listed while that device's instance is open:
+ * the lender maps iova = gpa onto BAR `peer_bar` of its device `peer_id` itself (no window, `offset` 0).
+ * Errors: ENOENT unknown device, ENODATA no instance of it is borrowing (or being borrowed) now.
  */
+#define FARPASS_DMA_SLOT_F_LENDER_PEER	(1U << 0)
+
 struct farpass_dma_slot {
 	__u64 gpa;		/* guest-physical address = the lender's IOVA */
 	__u64 size;		/* bytes, page multiple */
 	__u64 offset;		/* in the link's DMA window (the lender's outbound window FARPASS_MW_DMA) */
+	__u32 flags;		/* FARPASS_DMA_SLOT_F_* */
+	__u32 peer_id;		/* FARPASS_DMA_SLOT_F_LENDER_PEER: the peer device's farpass id */
+	__u32 peer_bar;		/* FARPASS_DMA_SLOT_F_LENDER_PEER: its BAR, 0..5 */
+	__u32 pad;		/* 0 */
 };
 
 struct farpass_dma_layout {

@@ -85,15 +85,16 @@
 //                  borrow, MSI refused while MSI-X is on, MASK ENOTTY, a local trigger fires; --dir:
 //                  then print "armed", wait for DIR/go-irq and count each vector's eventfd: "bridged=")
 //   farpass-client nvme-p2p --mdev UUID --peer UUID --dump FILE [--lba L] [--dst-lba D] [--peer-lba P]
-//                  [--cmb-iova X] [--timeout-ms N]
+//                  [--cmb-iova X] [--peer-last] [--timeout-ms N]
 //                  (peer-to-peer as a guest does it: both mdevs in one container, 2 MiB of RAM each at IOVA
 //                  1 MiB and 4 GiB, the peer's BAR2 (a controller memory buffer) placed at X (64 GiB) and its
-//                  mmap VFIO_IOMMU_MAP_DMA'd there as QEMU does, the peer then the first borrowed; polled
-//                  NVMe queues on each: the first reads 4 KiB at LBA L (0) into the CMB at X + 4 KiB, the
-//                  page goes to FILE, the first writes it from the CMB to its LBA D (8), the peer, its CMB
-//                  enabled at X (CMBMSC), writes it from there to its LBA P (0):
-//                  "read=STATUS write=STATUS peer_write=STATUS cmb=BAR2-SIZE peers=(debugfs dma_peers
-//                  once both are borrowed) peers_closed=(the same once the peer is closed, as at its
+//                  mmap VFIO_IOMMU_MAP_DMA'd there as QEMU does, the peer then the first borrowed (with
+//                  --peer-last the other way round); polled NVMe queues on each: the first reads 4 KiB at
+//                  LBA L (0) into the CMB at X + 4 KiB, the page goes to FILE, the first writes it from the
+//                  CMB to its LBA D (8), the peer, its CMB enabled at X (CMBMSC), writes it from there to
+//                  its LBA P (0): "read=STATUS write=STATUS peer_write=STATUS cmb=BAR2-SIZE
+//                  peers=(debugfs dma_peers once both are borrowed) lender_peers=(dma_lender_peers then)
+//                  peers_closed=, lender_peers_closed=(the same once the peer is closed, as at its
 //                  hot-unplug, the first still borrowed)")
 //   farpass-client nvme-identify (--group /dev/vfio/N --dev PCI | --mdev UUID) [--nsze N] [--low X]
 //                  [--high X] [--timeout-ms N] [--no-mmap] [--hold-until FILE [--again]] [--return] [--reset]
@@ -2368,15 +2369,17 @@ int run_nvme_p2p(const Args &a)
 	if (int err = cfg_command(vb, cfg_b, cmd_b, what))
 		return finish(a, err, "B: " + what);
 	// The guest places B's BAR2 (64-bit) and enables both: B borrows, then A, whose window then leads
-	// to B's CMB.
+	// to B's CMB (or A first: B's borrow then maps A's way to it on a lender of both).
 	int err = cfg_b.write(0x18, 4, static_cast<uint32_t>(cmb_iova)) | cfg_b.write(0x1c, 4, static_cast<uint32_t>(cmb_iova >> 32));
 	if (err)
 		return finish(a, err, "B's BAR2 in config space");
-	if ((err = cfg_b.write(4, 2, cmd_b | 0x6)))
-		return finish(a, err, "B: memory space and bus master on (BORROW)");
-	if ((err = cfg_a.write(4, 2, cmd_a | 0x6)))
-		return finish(a, err, "A: memory space and bus master on (BORROW)");
-	const unsigned long long peers = debugfs_counter("dma_peers");
+	const bool peer_last = a.has("peer-last");
+	for (int i = 0; i < 2; i++) {
+		const bool b_now = (i == 0) != peer_last;
+		if ((err = (b_now ? cfg_b : cfg_a).write(4, 2, (b_now ? cmd_b : cmd_a) | 0x6)))
+			return finish(a, err, std::string(b_now ? "B" : "A") + ": memory space and bus master on (BORROW)");
+	}
+	const unsigned long long peers = debugfs_counter("dma_peers"), lender_peers = debugfs_counter("dma_lender_peers");
 
 	PolledNvme na{bar_a, ram_a, timeout_ms, {}, {}}, nb{bar_b, ram_b, timeout_ms, {}, {}};
 	if ((err = na.bring_up(what)))
@@ -2413,9 +2416,13 @@ int run_nvme_p2p(const Args &a)
 	for (int *fd : {&vb.dev, &vb.group})
 		close(std::exchange(*fd, -1));
 	const unsigned long long peers_closed = debugfs_counter("dma_peers");
-	char d[224];
-	std::snprintf(d, sizeof(d), "read=%#x write=%#x peer_write=%#x cmb=%#llx peers=%llu peers_closed=%llu", st_read,
-		      st_write, st_peer, static_cast<unsigned long long>(cmb.size), peers, peers_closed);
+	const unsigned long long lender_peers_closed = debugfs_counter("dma_lender_peers");
+	char d[256];
+	std::snprintf(d, sizeof(d),
+		      "read=%#x write=%#x peer_write=%#x cmb=%#llx peers=%llu lender_peers=%llu peers_closed=%llu "
+		      "lender_peers_closed=%llu",
+		      st_read, st_write, st_peer, static_cast<unsigned long long>(cmb.size), peers, lender_peers,
+		      peers_closed, lender_peers_closed);
 	return finish(a, 0, d);
 }
 

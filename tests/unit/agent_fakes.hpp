@@ -235,6 +235,15 @@ public:
 		record_->mappings.erase(iova);
 		note("unmap_dma " + hex(iova) + " +" + hex(size));
 	}
+	void map_dma_to_bar(std::uint64_t iova, std::uint64_t size, VfioDevice &peer, unsigned bar) override
+	{
+		const auto &peer_device = dynamic_cast<const FakeVfioDevice &>(peer);
+		if (record_->mappings.count(iova))
+			throw AgentError(ErrorCode::system_error, EEXIST, "VFIO_IOMMU_MAP_DMA: mapped already");
+		record_->mappings[iova] = {size, 0};
+		note("map_dma_to_bar " + hex(iova) + " +" + hex(size) + " " + peer_device.address_ + " BAR " +
+		     std::to_string(bar));
+	}
 	void unmap_all_dma() override
 	{
 		record_->mappings.clear();

@@ -704,6 +704,34 @@ TEST_CASE("BORROW: lease.acquire, then this host's DMA layout, then dma.map of e
 	CHECK(f.lender.kernel.bars.empty());
 }
 
+TEST_CASE("BORROW of two devices of one lender listing each other as lender peers: the second maps both ways, under both leases")
+{
+	BorrowerFixture f;
+	f.lender.lender->lend(nic_address);
+	f.borrower->refresh();
+	const std::uint32_t nvme = f.nvme_id(), nic = stable_device_id("lender-a", nic_address);
+	f.kernel.layouts[nvme] = {{0, 0x1000, 0}, {0x800000000, 0x4000, 0, true, nic, 4}};
+	f.kernel.layouts[nic] = {{0, 0x1000, 0x1000}, {0x900000000, 0x4000, 0, true, nvme, 0}};
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, nvme).error == 0); // its peer is not borrowed yet
+	CHECK(f.calls == std::vector<std::string>{"lease.acquire", "dma.map"});
+	f.calls.clear();
+	CHECK(f.upcall(UpcallOp::borrow, nic).error == 0);
+	CHECK(f.calls == std::vector<std::string>{"lease.acquire", "dma.map", "dma.map_peer", "dma.map_peer"});
+	CHECK(logged(f.log, "borrower: borrowed lender-a/0000:02:00.0 (1 DMA slot(s) mapped, 2 peer BAR(s) on the lender)"));
+	const auto &nvme_mappings = f.lender.vfio.records.at(nvme_address)->mappings;
+	const auto &nic_mappings = f.lender.vfio.records.at(nic_address)->mappings;
+	CHECK(nvme_mappings.count(0x800000000) == 1);
+	CHECK(nic_mappings.count(0x900000000) == 1);
+	CHECK(f.lender.lender->devices().at(nvme_address).peer_dma_mappings.at(0).peer_pci == nic_address);
+	CHECK(f.lender.lender->devices().at(nic_address).peer_dma_mappings.at(0).peer_pci == nvme_address);
+
+	// The NVMe's RETURN: the NIC no longer reaches its BAR.
+	CHECK(f.upcall(UpcallOp::give_back, nvme).error == 0);
+	CHECK(nic_mappings.count(0x900000000) == 0);
+	CHECK(f.lender.lender->devices().at(nic_address).peer_dma_mappings.empty());
+}
+
 TEST_CASE("BORROW fails, and releases the lease, when a slot cannot be mapped or there is no layout")
 {
 	BorrowerFixture f;

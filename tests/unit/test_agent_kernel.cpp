@@ -484,12 +484,18 @@ TEST_CASE("the data path: DMA_LAYOUT slots, BAR_MAP and its unmap, IRQ_BRIDGE wi
 {
 	Fixture f;
 	f.kernel.features |= FARPASS_FEAT_DATA_PATH;
-	f.kernel.layouts[5] = {{0, 0xa0000, 0}, {0x100000, 0x7ff00000, 0x100000}};
+	f.kernel.layouts[5] = {{0, 0xa0000, 0, 0, 0, 0, 0},
+			       {0x100000, 0x7ff00000, 0x100000, 0, 0, 0, 0},
+			       {0x800000000, 0x200000, 0, FARPASS_DMA_SLOT_F_LENDER_PEER, 9, 2, 0}};
 	const std::vector<DmaSlot> slots = f.port.dma_layout(5);
-	REQUIRE(slots.size() == 2);
+	REQUIRE(slots.size() == 3);
 	CHECK(slots[1].gpa == 0x100000);
 	CHECK(slots[1].size == 0x7ff00000);
 	CHECK(slots[1].offset == 0x100000);
+	CHECK_FALSE(slots[1].lender_peer);
+	CHECK(slots[2].lender_peer);
+	CHECK(slots[2].peer_id == 9);
+	CHECK(slots[2].peer_bar == 2);
 	CHECK(error_number_of([&] { f.port.dma_layout(6); }) == ENOENT);
 
 	f.port.bar_map("0000:00:0a.0", "0000:00:08.0", 0, 0x400000, 0x4000, false);

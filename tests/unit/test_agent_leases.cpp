@@ -714,6 +714,91 @@ TEST_CASE("a restart restores a lease's data path: BARs (still mapped: EEXIST co
 	CHECK(agent.vfio.records.at(nic_address)->mappings.empty());
 }
 
+TEST_CASE("peer-to-peer on the lender: a device's DMA reaches another's BAR under both leases of one borrower; the peer's end unmaps it first")
+{
+	AgentFixture agent;
+	agent.lender->lend(nvme_address);
+	agent.lender->lend(nic_address);
+	const Lease nvme = agent.lender->acquire(nvme_address, "borrower-b");
+	Lease nic = agent.lender->acquire(nic_address, "borrower-b");
+	const auto map_peer = [&](const std::string &borrower, std::uint64_t iova, std::uint64_t size,
+				  const std::string &peer, const std::string &peer_lease, std::uint64_t bar) {
+		agent.lender->map_peer_dma(nvme_address, borrower, nvme.id, iova, size, peer, peer_lease, bar);
+	};
+	const std::size_t from = agent.journal.size();
+	map_peer("borrower-b", 0x800000000, 0x4000, nic_address, nic.id, 4);
+	CHECK(since(agent.journal, from) ==
+	      std::vector<std::string>{"vfio 0000:01:00.0 map_dma_to_bar 0x800000000 +0x4000 0000:02:00.0 BAR 4"});
+	CHECK(agent.store.load(1)->at("devices")[0]["lease"]["peer_dma"] ==
+	      json::parse(R"([{"iova":34359738368,"size":16384,"peer_pci":"0000:02:00.0","peer_lease":")" + nic.id +
+			  R"(","bar":4}])"));
+
+	// Refused: another borrower, a lease of the peer that is not its current one, a BAR not lent or
+	// smaller, no whole pages, the device itself.
+	CHECK(code_of([&] { map_peer("borrower-c", 0x900000000, 0x1000, nic_address, nic.id, 0); }) ==
+	      ErrorCode::no_such_lease);
+	CHECK(code_of([&] { map_peer("borrower-b", 0x900000000, 0x1000, nic_address, "0123456789abcdef", 0); }) ==
+	      ErrorCode::no_such_lease);
+	CHECK(message_of([&] { map_peer("borrower-b", 0x900000000, 0x1000, nic_address, nic.id, 2); }) ==
+	      "BAR 2 of 0000:02:00.0 is not a memory BAR lent with it of at least 4096 bytes");
+	CHECK(code_of([&] { map_peer("borrower-b", 0x900000000, 0x8000, nic_address, nic.id, 4); }) ==
+	      ErrorCode::invalid_params);
+	CHECK(code_of([&] { map_peer("borrower-b", 0x900000800, 0x1000, nic_address, nic.id, 4); }) ==
+	      ErrorCode::invalid_params);
+	CHECK(code_of([&] { map_peer("borrower-b", ~0ull - 0xfff, 0x2000, nic_address, nic.id, 4); }) ==
+	      ErrorCode::invalid_params);
+	CHECK(code_of([&] { map_peer("borrower-b", 0x900000000, 0x1000, nvme_address, nvme.id, 0); }) ==
+	      ErrorCode::invalid_params);
+	CHECK(code_of([&] { map_peer("borrower-b", 0x900000000, 0x1000, nic_address, nic.id, 6); }) ==
+	      ErrorCode::invalid_params);
+	CHECK(agent.vfio.records.at(nvme_address)->mappings.size() == 1);
+
+	// The peer's lease ends: nothing reaches its BAR any more before anything else of its teardown.
+	const std::size_t release = agent.journal.size();
+	agent.lender->release(nic_address, "borrower-b", nic.id);
+	CHECK(since(agent.journal, release).front() == "vfio 0000:01:00.0 unmap_dma 0x800000000 +0x4000");
+	CHECK(agent.vfio.records.at(nvme_address)->mappings.empty());
+	CHECK(agent.lender->devices().at(nvme_address).peer_dma_mappings.empty());
+	CHECK(agent.lender->take_notices().empty());
+	// Borrowed by another host now: out of reach.
+	nic = agent.lender->acquire(nic_address, "borrower-c");
+	CHECK(code_of([&] { map_peer("borrower-b", 0x800000000, 0x4000, nic_address, nic.id, 4); }) ==
+	      ErrorCode::no_such_lease);
+}
+
+TEST_CASE("a restart maps a peer-to-peer DMA again onto the peer lease it was made for, and drops one whose peer lease is gone")
+{
+	AgentFixture agent;
+	agent.lender->lend(nvme_address);
+	agent.lender->lend(nic_address);
+	const Lease nvme = agent.lender->acquire(nvme_address, "borrower-b");
+	const Lease nic = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_peer_dma(nvme_address, "borrower-b", nvme.id, 0x800000000, 0x4000, nic_address, nic.id, 4);
+	agent.restart();
+	std::size_t from = agent.journal.size();
+	agent.lender->restore();
+	const std::vector<std::string> after = since(agent.journal, from);
+	CHECK(std::count(after.begin(), after.end(),
+			 "vfio 0000:01:00.0 map_dma_to_bar 0x800000000 +0x4000 0000:02:00.0 BAR 4") == 1);
+	CHECK(agent.lender->devices().at(nvme_address).peer_dma_mappings.size() == 1);
+	CHECK(agent.lender->take_notices().empty());
+
+	// The saved peer lease is not the peer's: not mapped, a notice, forgotten.
+	json state = *agent.store.load(1);
+	state["devices"][0]["lease"]["peer_dma"][0]["peer_lease"] = "0123456789abcdef";
+	agent.store.save(state);
+	agent.restart();
+	from = agent.journal.size();
+	agent.lender->restore();
+	for (const std::string &line : since(agent.journal, from))
+		CHECK(line.find("map_dma_to_bar") == std::string::npos);
+	CHECK(agent.vfio.records.at(nvme_address)->mappings.empty());
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"restoring the peer DMA of 0000:01:00.0 at IOVA 34359738368 onto 0000:02:00.0: "
+				       "no live lease 0123456789abcdef of borrower-b on 0000:02:00.0"});
+	CHECK(agent.store.load(1)->at("devices")[0]["lease"]["peer_dma"].empty());
+}
+
 TEST_CASE("a restart without the interrupts armed clears the slot's relay; what cannot be restored is a notice and forgotten")
 {
 	AgentFixture agent;
