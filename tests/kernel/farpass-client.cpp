@@ -2596,7 +2596,7 @@ int main(int argc, char **argv)
 			if (key == "no-version" || key == "nonblock" || key == "unmapped" || key == "split" ||
 			    key == "unmap" || key == "clear" || key == "bad-fd" || key == "return" ||
 			    key == "reset" || key == "no-mmap" || key == "mmap" || key == "lease" ||
-			    key == "borrow" || key == "again" || key == "when-unpinning")
+			    key == "borrow" || key == "again" || key == "when-unpinning" || key == "peer-last")
 				a.opt[key] = "1";
 			else if (i + 1 < argc)
 				a.opt[key] = argv[++i];
