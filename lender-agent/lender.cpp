@@ -482,15 +482,17 @@ void Lender::restore_peer_dma(LentDevice &device, const std::vector<PeerDmaMappi
 
 void Lender::unmap_peer_dma_onto(const LentDevice &peer)
 {
-	for (auto &[address, device] : devices_)
+	for (auto &entry : devices_) { // not a structured binding: clang 14's lambdas cannot capture one
+		LentDevice &device = entry.second;
 		std::erase_if(device.peer_dma_mappings, [&](const PeerDmaMapping &mapping) {
 			if (mapping.peer_pci != peer.pci_address)
 				return false;
-			attempt("unmapping the peer DMA of " + address + " at IOVA " + std::to_string(mapping.iova) +
-					" onto " + peer.pci_address,
+			attempt("unmapping the peer DMA of " + device.pci_address + " at IOVA " +
+					std::to_string(mapping.iova) + " onto " + peer.pci_address,
 				[&] { device.vfio->unmap_dma(mapping.iova, mapping.size); });
 			return true;
 		});
+	}
 }
 
 void Lender::arm_irqs(LentDevice &device, unsigned index, std::uint32_t count)
