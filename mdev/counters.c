@@ -79,6 +79,7 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_INTX_MASKED]	= "intx_masked",
 	[FP_C_DMA_PEERS]	= "dma_peers",
 	[FP_C_DMA_LENDER_PEERS]	= "dma_lender_peers",
+	[FP_C_IRQ_RESENT]	= "irq_resent",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

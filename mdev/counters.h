@@ -72,6 +72,7 @@ enum fp_counter {
 	FP_C_INTX_MASKED,	/* E borrower: INTx deliveries while masked (not signalled) */
 	FP_C_DMA_PEERS,		/* G peer BARs mapped in borrowers' DMA windows (dmawin.c, p2p.c) */
 	FP_C_DMA_LENDER_PEERS,	/* G ... and peer BARs on the same link, listed for the lender to map */
+	FP_C_IRQ_RESENT,	/* E armed MSI/MSI-X vectors signalled again when their link came back */
 	FP_C_NR
 };
 

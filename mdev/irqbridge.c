@@ -27,7 +27,7 @@
  * Locking: irq->prod_lock (spin, irqsave: posts come from eventfd wake-ups on any CPU) protects the
  * producer; irq->cons_lock (spin, irqsave: the ring's drain runs in the doorbell's hard irq) the
  * consumer, the targets, the debugfs record and the bulk work's schedule; irq->hook_lock (mutex) the
- * eventfd hooks, under fp_lock.
+ * eventfd hooks, under fp_lock. Order: cons_lock -> prod_lock (a target's link_back posts an unmask).
  */
 #include <linux/bitmap.h>
 #include <linux/debugfs.h>
@@ -83,7 +83,7 @@ static const struct fp_mbox_geom fp_irq_geom = {
 };
 
 struct fp_irq_target {
-	fp_irq_deliver_fn fn;
+	const struct fp_irq_target_ops *ops;
 	void *ctx;
 };
 
@@ -192,8 +192,8 @@ static void fp_irq_deliver(void *ctx, u32 slot, u32 vec)
 		return;
 	}
 	t = &irq->targets[slot];
-	if (t->fn) {
-		t->fn(t->ctx, vec);
+	if (t->ops) {
+		t->ops->deliver(t->ctx, vec);
 		fp_count(FP_C_IRQ_DELIVERED, 1);
 	} else {
 		fp_count(FP_C_IRQ_DROPPED, 1);
@@ -256,7 +256,7 @@ static void fp_irq_doorbell(struct fp_link *link, u64 bits)
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
 
-int fp_irq_attach(struct fp_link *link, u32 slot, fp_irq_deliver_fn fn, void *ctx)
+int fp_irq_attach(struct fp_link *link, u32 slot, const struct fp_irq_target_ops *ops, void *ctx)
 {
 	struct fp_irq *irq = link->irq;
 	unsigned long flags;
@@ -264,13 +264,13 @@ int fp_irq_attach(struct fp_link *link, u32 slot, fp_irq_deliver_fn fn, void *ct
 
 	if (!irq)
 		return -EOPNOTSUPP;
-	if (slot >= FARPASS_IRQ_SLOTS || !fn)
+	if (slot >= FARPASS_IRQ_SLOTS || !ops)
 		return -EINVAL;
 	spin_lock_irqsave(&irq->cons_lock, flags);
-	if (irq->targets[slot].fn) {
+	if (irq->targets[slot].ops) {
 		ret = -EBUSY;
 	} else {
-		irq->targets[slot].fn = fn;
+		irq->targets[slot].ops = ops;
 		irq->targets[slot].ctx = ctx;
 	}
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
@@ -286,7 +286,7 @@ void fp_irq_detach(struct fp_link *link, u32 slot)
 		return;
 	/* Deliveries run under cons_lock: once we hold it, none of the old target is running. */
 	spin_lock_irqsave(&irq->cons_lock, flags);
-	irq->targets[slot].fn = NULL;
+	irq->targets[slot].ops = NULL;
 	irq->targets[slot].ctx = NULL;
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
@@ -496,11 +496,15 @@ static void fp_irq_link_up(struct fp_link *link)
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
 
-/* Each HELLO from the peer (it runs farpass): the first (re)starts both mailboxes. */
+/*
+ * Each HELLO from the peer (it runs farpass): the first (re)starts both mailboxes, and tells every
+ * attached target that what crossed the link while it was down is lost.
+ */
 static void fp_irq_peer_hello(struct fp_link *link)
 {
 	struct fp_irq *irq = link->irq;
 	unsigned long flags;
+	u32 slot;
 
 	lockdep_assert_held(&link->ctrl_lock);
 	if (!irq || irq->started)
@@ -520,6 +524,9 @@ static void fp_irq_peer_hello(struct fp_link *link)
 			  (__force volatile u32 *)irq->ack_io, &fp_irq_barriers);
 	irq->cons_on = true;
 	fp_irq_drain(irq);
+	for (slot = 0; slot < FARPASS_IRQ_SLOTS; slot++)
+		if (irq->targets[slot].ops)
+			irq->targets[slot].ops->link_back(irq->targets[slot].ctx);
 	spin_unlock_irqrestore(&irq->cons_lock, flags);
 }
 

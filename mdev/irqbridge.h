@@ -21,14 +21,22 @@
 struct fp_link;
 struct farpass_irq_bridge;
 
-/* Borrower side: called in hard-irq context for every delivered vector of the attached slot. */
-typedef void (*fp_irq_deliver_fn)(void *ctx, u32 vector);
+/* Borrower side: an attached slot's target. Both are called under the link's consumer lock. */
+struct fp_irq_target_ops {
+	/* Every delivered vector, in hard-irq context. */
+	void (*deliver)(void *ctx, u32 vector);
+	/*
+	 * The link is back after an outage (the mailboxes restarted at the peer's first HELLO): what the
+	 * lender posted, and what we posted to it, while it was down is lost.
+	 */
+	void (*link_back)(void *ctx);
+};
 
 /*
- * Borrower: route slot @slot's deliveries to @fn(@ctx, vector), called in hard-irq context under the
- * link's consumer lock. -EBUSY if attached, -EINVAL slot, -EOPNOTSUPP the link has no data path.
+ * Borrower: route slot @slot's deliveries to @ops with @ctx. -EBUSY if attached, -EINVAL slot,
+ * -EOPNOTSUPP the link has no data path.
  */
-int fp_irq_attach(struct fp_link *link, u32 slot, fp_irq_deliver_fn fn, void *ctx);
+int fp_irq_attach(struct fp_link *link, u32 slot, const struct fp_irq_target_ops *ops, void *ctx);
 /* After it returns no call of the old target runs or will run. Never call from a target. */
 void fp_irq_detach(struct fp_link *link, u32 slot);
 

@@ -272,6 +272,40 @@ static void fp_irq_deliver(void *ctx, u32 vector)
 }
 
 /*
+ * The link is back after an outage: an interrupt the lender relayed meanwhile is lost, and so is an
+ * INTx unmask we posted. Each armed MSI or MSI-X vector fires once (spurious MSIs are harmless: the
+ * driver finds nothing new, as after a mailbox resync), so a completion that came during the outage
+ * is seen now, not at the driver's timeout. An unmasked INTx has its unmask posted again (the lender's
+ * vfio-pci may hold the line masked still; it ignores an unmask of an unmasked line, and a line still
+ * asserted fires again); a masked one waits for the VFIO user's unmask as before.
+ */
+static void fp_irq_link_back(void *ctx)
+{
+	struct fp_mdev *fm = ctx;
+	unsigned long flags;
+	bool unmask;
+	u32 v, n = 0;
+
+	spin_lock_irqsave(&fm->irq_lock, flags);
+	unmask = fm->irq_index == VFIO_PCI_INTX_IRQ_INDEX && fm->irq_count && fm->irq_trig[0] && !fm->intx_masked;
+	for (v = 0; fm->irq_index != VFIO_PCI_INTX_IRQ_INDEX && v < fm->irq_count; v++) {
+		if (fm->irq_trig[v]) {
+			fp_eventfd_signal(fm->irq_trig[v]);
+			n++;
+		}
+	}
+	spin_unlock_irqrestore(&fm->irq_lock, flags);
+	fp_count(FP_C_IRQ_RESENT, n);
+	if (unmask)
+		fp_irq_post_unmask(fm->rdev->link, fm->rdev->desc.irq_slot);
+}
+
+static const struct fp_irq_target_ops fp_irq_target = {
+	.deliver = fp_irq_deliver,
+	.link_back = fp_irq_link_back,
+};
+
+/*
  * The VFIO user unmasks INTx (SET_IRQS ACTION_UNMASK, or its unmask eventfd: any context). Only a
  * masked one goes to the lender, so a VFIO user cannot make the link carry more unmasks than the
  * device raised interrupts, plus one per MASK.
@@ -408,7 +442,7 @@ static int fp_borrow(struct fp_mdev *fm)
 	 * A link without a data path got here only with no guest RAM (an empty window): a VFIO user
 	 * that just looks at config space, nothing to bridge.
 	 */
-	ret = fp_xwin_ready(link) ? fp_irq_attach(link, slot, fp_irq_deliver, fm) : 0;
+	ret = fp_xwin_ready(link) ? fp_irq_attach(link, slot, &fp_irq_target, fm) : 0;
 	if (ret) {
 		dev_warn_ratelimited(fm->vdev.dev, "farpass: interrupt slot %u of device %u: %pe\n", slot,
 				     fm->rdev->desc.device_id, ERR_PTR(ret));

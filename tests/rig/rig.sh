@@ -277,7 +277,11 @@ _rig_prepare_vm() {
 	dir=$(rig_vm_dir "$vm")
 	mkdir -p "$dir"
 	# cryptomgr.notests: no crypto self-tests at boot (under TCG one hung a borrower's boot for 4 min).
-	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on cryptomgr.notests rig.vm=$vm rig.out=$dir"
+	# iomem=relaxed: tests read a lent device's registers through sysfs resourceN (ag_lender_reg32) also
+	# once vfio-pci holds the BAR (the lender's agent mmaps a peer's BAR for peer-to-peer), which Debian's
+	# IO_STRICT_DEVMEM refuses otherwise.
+	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on cryptomgr.notests iomem=relaxed rig.vm=$vm"
+	append+=" rig.out=$dir"
 	append+=" rig.server=$RIG_LIB/rig-server.sh rig.ip=$(rig_vm_ip "$vm")/24"
 	[ "$RIG_L1_ROOT" = debroot ] || append+=" rig.kmods=$FARPASS_KMODS"
 	# l1-init.sh knows L0's root (host) and other trees (rootfs): a debroot is one of those.
