@@ -42,6 +42,8 @@
 #      stall, hung task, leak report or DMAR fault, but the borrower's faults (c) provoked (the stamps on
 #      the unmapped upper half, edu-dma's read of its outbound window's word 0).
 set -euo pipefail
+# Link 1 through a relay on L0, for (e)'s link outage.
+export RIG_LINK_RELAY=1
 . "$(dirname "$0")/../rig/rig.sh"
 . "$(dirname "$0")/../rig/ntb-lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
