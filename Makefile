@@ -59,7 +59,8 @@ check-other-kernel: build
 check-reliability: build
 	tests/run-suites.sh reliability
 
-# The long variants: check-reliability with 100 hot-plug cycles, 100 reboots of a guest and the e1000e on plain MSI (tests/soak/), the
+# The long variants: check-reliability with 100 hot-plug cycles, 100 reboots of a guest, the e1000e on plain MSI and the rig's
+# local vfio-pci baseline of the e2e suite (tests/soak/), the
 # kernel fuzz 10 min per seed.
 soak: build
 	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak

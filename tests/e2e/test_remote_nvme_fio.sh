@@ -1,7 +1,7 @@
 #!/bin/bash
 # The lender's NVMe in an L2 guest of borrower1 through the farpass mdev and stock QEMU
 # (-device vfio-pci,sysfsdev=...), 3 GiB of guest RAM (1 GiB of it above 4 GiB), the guest's stock nvme
-# driver running the same fio as test_local_nvme_fio.sh. Checks:
+# driver running the same fio as tests/soak/test_local_nvme_fio.sh (the same model passed through locally). Checks:
 #  (a) the guest's fio verify passed and its script exited 0; the NVMe's MSI-X queue interrupts reached
 #      the guest, at least 90% as many as the requests completed; its kernel logged no nvme timeout,
 #      abort or controller reset; its QEMU powered off within 60 s of the script's end, with status 0;

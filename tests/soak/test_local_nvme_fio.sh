@@ -1,5 +1,5 @@
 #!/bin/bash
-# Baseline of the e2e suite (and of make bench): the same emulated NVMe model, attached to borrower1's
+# The rig's baseline for the e2e suite (in make soak: farpass is not in it): the same emulated NVMe model, attached to borrower1's
 # own L1 and passed through LOCALLY with vfio-pci, to an L2 guest of 3 GiB (q35 puts 1 GiB of it above
 # 4 GiB) whose stock nvme driver runs fio randwrite+verify at 4 KiB and 128 KiB (direct I/O) with a
 # per-run pattern that encodes each block's offset. Checks:
@@ -14,7 +14,7 @@
 #      whole file before the rig booted is intact everywhere else.
 # Prints the L2 run's duration (L0 clock).
 set -euo pipefail
-. "$(dirname "$0")/e2e-lib.sh"
+. "$(dirname "$0")/../e2e/e2e-lib.sh"
 e2e_check_setup
 
 NVME=0000:00:08.0
