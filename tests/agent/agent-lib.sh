@@ -295,7 +295,8 @@ ag_expect_free() {
 	echo "$l: command=$cmd"
 	expect "$label $l: bus master off" test $((cmd & 4)) = 0
 	if [ "$(rig_run "$l" -- "cat /sys/bus/pci/devices/$AG_LENT/class")" = 0x010802 ]; then
-		csts=$(ag_lender_reg32 "$AG_LENT" 0 0x1c)
+		csts=$(ag_lender_reg32 "$AG_LENT" 0 0x1c) ||
+			{ echo "FAIL $label $l: CSTS not read through sysfs resource0" && return 1; }
 		echo "$l: csts=$csts"
 		expect "$label $l: controller reset (CSTS.RDY 0)" test $((csts & 1)) = 0
 	fi
