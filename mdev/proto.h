@@ -33,7 +33,8 @@ extern "C" {
 #define FP_DB_IRQ	1	/* doorbell bit: "interrupts in your interrupt mailbox" (irqbridge.c) */
 
 #define FP_MAGIC		0xfa55u
-#define FP_PROTO_VERSION	1u
+/* 2: the interrupt mailbox carries INTx unmasks above the device slots (its geometry doubled). */
+#define FP_PROTO_VERSION	2u
 
 #define FP_ROLE_BORROWER	(1u << 0)
 #define FP_ROLE_LENDER		(1u << 1)

@@ -25,7 +25,7 @@ both_up() {
 fp_load lender
 fp_load $B
 both_up
-expect_eq "the lender saw the borrower's protocol version" "$(rig_run lender -- "awk '\$1 == \"peer_version\" { print \$2 }' $(linkf lender)")" 1
+expect_eq "the lender saw the borrower's protocol version" "$(rig_run lender -- "awk '\$1 == \"peer_version\" { print \$2 }' $(linkf lender)")" 2
 for vm in lender $B; do
 	expect "$vm: control messages received" test "$(fp_counter $vm ctrl_rx)" -ge 1
 	expect_eq "$vm: no control errors" "$(fp_counter $vm ctrl_errors)" 0

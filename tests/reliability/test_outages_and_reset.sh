@@ -190,7 +190,7 @@ echo "the guest's writes went on ${t_resume:-never (300 s)} s after the link cam
 expect_recovered 1 "$t_resume" reset
 for vm in lender $B; do
 	new=$(klog $vm | tail -n +$((klog0[$vm] + 1)) | tr '\n' '/')
-	expect_eq "(1b) $vm: the link went down and came back (kernel log)" "$new" "link down/link up/link handshake done: peer protocol 1 roles 0x3/"
+	expect_eq "(1b) $vm: the link went down and came back (kernel log)" "$new" "link down/link up/link handshake done: peer protocol 2 roles 0x3/"
 done
 expect_eq "(1d) lender: no lease ended while the link was down (agent log)" \
 	"$(ag_log lender | tail -n +$((lender_lines + 1)) | grep -E 'lease of .* (expired|ended)' || true)" ""
