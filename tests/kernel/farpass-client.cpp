@@ -48,10 +48,12 @@
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
-//   farpass-client vfio-borrow UUID --id N [--mb M] [--when-unpinning] [--hold-until FILE] [--then off|reset]
+//   farpass-client vfio-borrow UUID --id N [--mb M] [--when-unpinning | --borrow-at FILE] [--hold-until FILE]
+//                  [--then off|reset]
 //                  (as QEMU: M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB; with --when-unpinning, print
 //                  "ready", wait until the debugfs pinned_pages counter falls below its value then (another
-//                  window's teardown is unpinning, its IOMMU mappings gone: 1 ms polls); bus master on (BORROW), DMA_LAYOUT:
+//                  window's teardown is unpinning, its IOMMU mappings gone: 1 ms polls); with --borrow-at,
+//                  print "ready", wait until FILE exists (at most 300 s); bus master on (BORROW), DMA_LAYOUT:
 //                  "bm_on= bm_ms= pinned_all=(debugfs pinned_pages counter then) offset=SLOT0'S-WINDOW-OFFSET
 //                  pinned= charged=(growth of the cgroup's memory.current across bus master on, bytes; -1:
 //                  no cgroup v2)"
@@ -1179,6 +1181,13 @@ int run_vfio_borrow(const Args &a, int fd)
 				return finish(a, ETIMEDOUT, "when-unpinning");
 			else
 				usleep(1000);
+	}
+	if (a.has("borrow-at")) {
+		// Mapped, not yet borrowed: the caller measures the host between the two.
+		std::printf("ready\n");
+		std::fflush(stdout);
+		if (!wait_file(a.str("borrow-at")))
+			return finish(a, ETIMEDOUT, "borrow-at");
 	}
 	double t0 = now_ms();
 	const long long mem0 = cgroup_memory();
