@@ -7,7 +7,7 @@ PLOT_FAILED=() # the SVGs not drawn in full
 PLOT_MSG=      # what the last plot drew, or why it did not
 
 # plot_join XTITLE TITLE=LIST...: a table of lists of "X Y" lines joined on X (in the order the lists
-# give them), "-" where a list has no Y for an X; an empty list gives a column of "-".
+# give them), "-" where a list has no Y for an X; an empty list gives a column of "-", empty lines are none.
 plot_join() {
 	local s i=0
 	printf '%s' "$1"
@@ -17,7 +17,7 @@ plot_join() {
 	for s; do
 		i=$((i + 1))
 		[ -z "${s#*=}" ] || sed "s/^/$i /" <<<"${s#*=}"
-	done | awk -v n=$# '{ if (!($2 in seen)) { seen[$2] = 1; xs[++nx] = $2 } y[$2, $1] = $3 }
+	done | awk -v n=$# 'NF == 3 { if (!($2 in seen)) { seen[$2] = 1; xs[++nx] = $2 } y[$2, $1] = $3 }
 		END { for (r = 1; r <= nx; r++) { printf "%s", xs[r]; for (c = 1; c <= n; c++) printf "\t%s", ((xs[r], c) in y) ? y[xs[r], c] : "-"; print "" } }'
 }
 

@@ -22,8 +22,9 @@ points() {
 plot_join "percentile" "local=1 0.5
 50 1.25
 99 4" "farpass=1 0.75
-99 9" "none=" >"$t/latency.dat"
-check expect_eq "plot_join: a header, rows in X order, '-' where a series has no value" \
+99 9
+" "none=" >"$t/latency.dat"
+check expect_eq "plot_join: a header, rows in X order, '-' where a series has no value (an empty line is none)" \
 	"$(tr '\t\n' ',;' <"$t/latency.dat")" "percentile,local,farpass,none;1,0.5,0.75,-;50,1.25,-,-;99,4,9,-;"
 
 cut -f1-3 "$t/latency.dat" >"$t/two.dat"
