@@ -12,11 +12,15 @@
 #    borrower1's debugfs farpass/last_borrow: each step's time, with pinning and IOMMU mapping apart,
 #    the physically contiguous runs mapped and the IOMMU map calls (each ends with one IOTLB sync);
 #    beside each, the kernel time local vfio-pci takes in borrower1 to pin and map the same RAM.
+# Plots beside figures.txt in rig-out/bench_remote_nvme/ (tests/bench/plot-lib.sh), each from the table
+# (.dat) beside it: latency.svg, the two 4 KiB jobs' completion-latency percentiles; borrow.svg, the
+# borrow's total and local vfio-pci's time against the guest's size, per backing.
 # L0's load average is printed before and after: the figures vary with it.
 # The rig is nested TCG: absolute figures are the emulation's, not hardware's; the ratios compare two
 # paths through the same emulation.
 set -euo pipefail
 . "$(dirname "$0")/../e2e/e2e-lib.sh"
+. "$(dirname "$0")/plot-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
@@ -32,6 +36,8 @@ read -ra BORROW_MEMS <<<"${BENCH_BORROW_MEMS:-256M 1G 3G}"
 read -ra BORROW_BACKINGS <<<"${BENCH_BORROW_BACKINGS:-4k thp huge}"
 THP=/sys/kernel/mm/transparent_hugepage/enabled
 FIO_MEM=3G
+# An earlier run's plots: a part not run now draws none.
+rm -f "$RIGDIR"/{latency,borrow}.{dat,svg}
 
 # borrower1's own NVMe (same model and backing as the lender's), and the remote path; the largest
 # guest's 3 GiB are pinned in borrower1.
@@ -135,6 +141,13 @@ job $path-$name \$${path}_ctl $rw $bs"
 		done
 	done
 
+	# The 4 KiB jobs' completion-latency percentiles (terse fields 18-37, "P%=us", unused ones "0%=0"), ms.
+	percentiles() { terse "$1" | tr ';' '\n' | sed -n '18,37p' | awk -F'%=' '$1 > 0 { printf "%s %.3f\n", $1 + 0, $2 / 1000 }'; }
+	plot_join percentile "local vfio-pci=$(percentiles local-rand4k)" "farpass=$(percentiles remote-rand4k)" >"$RIGDIR/latency.dat"
+	plot percentiles "$RIGDIR/latency.dat" "QD1 4 KiB randread completion latency, $FIO_MEM L2: local vfio-pci vs farpass" \
+		"percentile (%)" "completion latency (ms, log scale)"
+	line '%s' "$PLOT_MSG"
+
 	line '%s' ""
 	# guest_irqs: the guest's interrupt count of the farpass controller over its 4 KiB job.
 	guest_irqs() {
@@ -200,7 +213,9 @@ r=$(sed -n 's/^BENCH-LMAP //p' <<<"$r")
 echo "${r:-n/a 0}"
 }
 bench_borrow() {
-	local mem backing qargs lmap lb n0 n1 disk
+	local mem backing qargs lmap lb n0 n1 disk mib series=()
+	# The plot's "MiB MS" lines per series ("farpass BACKING", "local BACKING").
+	local -A pts
 	thp_mode=$(rig_run $B -- "sed 's/.*\[\(.*\)\].*/\1/' $THP")
 	line '%s' "Borrow latency: guest bus-master enable -> device usable, borrower1 debugfs farpass/last_borrow;"
 	line '%s' "local = the same RAM DMA-mapped by vfio-pci in borrower1 (QEMU's VFIO_IOMMU_MAP_DMA calls, kernel time)"
@@ -235,8 +250,18 @@ echo "BENCH-DISK $([ -b /dev/nvme0n1 ] && echo yes || echo no)"' -device vfio-pc
 				"$(ms "$lb" map_us)" "$(ms "$lb" upcall_us)" "$(ms "$lb" total_us)" "${lmap% *}" \
 				"$(ratio "${lmap% *}" "$(ms "$lb" total_us)")" \
 				"$( ((n1 - n0 == 1)) || echo "(the last of $((n1 - n0)) borrows)")$([ "$disk" = yes ] || echo "(then the guest's nvme probe failed: no disk)")"
+			mib=$(($(numfmt --from=iec "$mem") >> 20))
+			pts[farpass $backing]+="$mib $(ms "$lb" total_us)"$'\n'
+			[ "${lmap% *}" = n/a ] || pts[local $backing]+="$mib ${lmap% *}"$'\n'
 		done
 	done
+	for backing in "${BORROW_BACKINGS[@]}"; do
+		series+=("farpass $backing=${pts[farpass $backing]:-}" "local vfio-pci $backing=${pts[local $backing]:-}")
+	done
+	plot_join "guest RAM (MiB)" "${series[@]}" >"$RIGDIR/borrow.dat"
+	plot paired "$RIGDIR/borrow.dat" "Borrow: farpass bus-master enable -> device usable; local vfio-pci pin+map of the same RAM" \
+		"guest RAM (MiB)" "ms (log scale)"
+	line '%s' "$PLOT_MSG"
 }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -249,3 +274,4 @@ line '%s' "L0 load at the end: $(load)"
 line '%s' "(nested TCG rig: absolute figures are the emulation's, not hardware figures; compare the ratios)"
 
 printf '%s\n' "${results[@]}" | tee "$RIGDIR/figures.txt"
+plot_check
