@@ -14,10 +14,13 @@
 # idle windows' spread (the lender's own noise: its rig command server, agent, timers) it is printed as
 # an upper bound "<X" (the excess plus the spread). Printed side by side with farpass/NVMe-oF and the
 # issue's goals (issue 17: latency <= 0.5x, bandwidth >= 1x, lender CPU per I/O < 10%), met or missed.
+# Plot beside figures.txt in rig-out/bench_nvmeof/ (tests/bench/plot-lib.sh): latency.svg, the QD1 4 KiB
+# job's completion-latency percentiles of both paths, from latency.dat beside it.
 # L0's load average is printed before and after. Nested TCG: absolute figures are the emulation's, not
 # hardware's; the ratios compare two paths over the same emulated link.
 set -euo pipefail
 . "$(dirname "$0")/../e2e/e2e-lib.sh"
+. "$(dirname "$0")/plot-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
@@ -226,6 +229,18 @@ for p in "${PATHS[@]}"; do
 		printf '; %s: %s, %s I/Os' "$j" "${CPU[$p:$j]:-n/a}" "$(fig "$p:$j" ios)"; done)"
 done
 
+# percentiles PATH: the QD1 4 KiB job's completion-latency percentiles, "P MS" lines (none if not measured).
+percentiles() {
+	[ -z "${JSON[$1:rand4k]:-}" ] || jq -r '.jobs[0].read.clat_ns.percentile | to_entries[] | "\(.key) \(.value)"' <<<"${JSON[$1:rand4k]}" |
+		awk '{ printf "%s %.3f\n", $1 + 0, $2 / 1e6 }'
+}
+series=()
+for p in "${PATHS[@]}"; do series+=("${TITLE[$p]}=$(percentiles "$p")"); done
+plot_join percentile "${series[@]}" >"$RIGDIR/latency.dat"
+plot percentiles "$RIGDIR/latency.dat" "QD1 4 KiB randread completion latency, $GUEST_MEM L2: farpass vs NVMe-oF/TCP on the same NTB" \
+	"percentile (%)" "completion latency (ms, log scale)"
+line '%s' "$PLOT_MSG"
+
 # goal WHAT MET-WHEN RATIO...: "met" if every ratio satisfies the awk condition on r, "n/a" if one is n/a;
 # an upper bound "<R" that does not satisfy it leaves the goal unresolved.
 goal() {
@@ -254,3 +269,4 @@ if [ -n "$why" ]; then
 fi
 missing=$(for k in "${!JSON[@]}"; do [ -n "${JSON[$k]}" ] || echo "$k"; done)
 [ -z "$missing" ] || { echo "no fio figures for: $missing" && exit 1; }
+plot_check
