@@ -14,7 +14,7 @@ set xlabel xlabel
 set ylabel ylabel
 set logscale y
 set grid
-set key outside right top Left reverse box
+set key outside right top Left reverse box width 1
 # Okabe-Ito colours (told apart with colour blindness).
 colors = "#0072b2 #d55e00 #009e73 #cc79a7 #e69f00 #56b4e9"
 do for [i = 1:12] {
