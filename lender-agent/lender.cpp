@@ -484,14 +484,31 @@ void Lender::unmap_peer_dma_onto(const LentDevice &peer)
 {
 	for (auto &entry : devices_) { // not a structured binding: clang 14's lambdas cannot capture one
 		LentDevice &device = entry.second;
+		bool all_unmapped = false;
 		std::erase_if(device.peer_dma_mappings, [&](const PeerDmaMapping &mapping) {
 			if (mapping.peer_pci != peer.pci_address)
 				return false;
 			attempt("unmapping the peer DMA of " + device.pci_address + " at IOVA " +
 					std::to_string(mapping.iova) + " onto " + peer.pci_address,
-				[&] { device.vfio->unmap_dma(mapping.iova, mapping.size); });
+				[&] {
+					try {
+						device.vfio->unmap_dma(mapping.iova, mapping.size);
+					} catch (const std::exception &e) {
+						// The device must not reach the peer past its lease: all of its DMA
+						// goes (its guest's DMA faults from now on), and the failure is a notice.
+						device.vfio->unmap_all_dma();
+						all_unmapped = true;
+						throw AgentError(ErrorCode::system_error, EIO,
+								 std::string(e.what()) + "; all DMA of " + device.pci_address +
+									 " unmapped instead");
+					}
+				});
 			return true;
 		});
+		if (all_unmapped) {
+			device.dma_mappings.clear();
+			device.peer_dma_mappings.clear();
+		}
 	}
 }
 

@@ -175,7 +175,8 @@ private:
 	LentDevice &peer_of(const LentDevice &device, const PeerDmaMapping &mapping);
 	void add_peer_dma(LentDevice &device, const PeerDmaMapping &mapping);
 	void restore_peer_dma(LentDevice &device, const std::vector<PeerDmaMapping> &mappings);
-	// Every other device's peer mappings onto device's BARs go (its lease is ending).
+	// Every other device's peer mappings onto device's BARs go (its lease is ending); one that cannot be
+	// unmapped takes all of its device's DMA mappings with it.
 	void unmap_peer_dma_onto(const LentDevice &device);
 	void arm_irqs(LentDevice &device, unsigned index, std::uint32_t count);
 	void disarm_irqs(LentDevice &device);

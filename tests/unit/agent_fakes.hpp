@@ -163,6 +163,7 @@ struct VfioRecord {
 	std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> mappings; // iova -> (size, vaddr)
 	std::map<unsigned, std::size_t> irqs; // index -> vectors armed (each with an eventfd)
 	int fail_set_irqs = 0;		      // errno for the next set_irqs that arms vectors
+	int fail_unmap_dma = 0;		      // errno for the next unmap_dma
 	int opens = 0;			      // new containers (a real one starts empty, the device reset)
 	int adoptions = 0;		      // descriptors of a previous agent taken over
 };
@@ -232,6 +233,9 @@ public:
 	}
 	void unmap_dma(std::uint64_t iova, std::uint64_t size) override
 	{
+		if (record_->fail_unmap_dma)
+			throw AgentError(ErrorCode::system_error, std::exchange(record_->fail_unmap_dma, 0),
+					 "VFIO_IOMMU_UNMAP_DMA failed");
 		record_->mappings.erase(iova);
 		note("unmap_dma " + hex(iova) + " +" + hex(size));
 	}

@@ -766,6 +766,27 @@ TEST_CASE("peer-to-peer on the lender: a device's DMA reaches another's BAR unde
 	      ErrorCode::no_such_lease);
 }
 
+TEST_CASE("a peer mapping that cannot be unmapped at the peer's lease end takes all of its device's DMA with it")
+{
+	AgentFixture agent;
+	agent.lender->lend(nvme_address);
+	agent.lender->lend(nic_address);
+	const Lease nvme = agent.lender->acquire(nvme_address, "borrower-b");
+	const Lease nic = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_dma(nvme_address, "borrower-b", nvme.id, 0x100000, 0x2000, 0);
+	agent.lender->map_peer_dma(nvme_address, "borrower-b", nvme.id, 0x800000000, 0x4000, nic_address, nic.id, 4);
+	agent.vfio.records.at(nvme_address)->fail_unmap_dma = EIO;
+	agent.lender->release(nic_address, "borrower-b", nic.id);
+	CHECK(agent.vfio.records.at(nvme_address)->mappings.empty());
+	const LentDevice &device = agent.lender->devices().at(nvme_address);
+	CHECK(device.dma_mappings.empty());
+	CHECK(device.peer_dma_mappings.empty());
+	CHECK(device.lease);
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"unmapping the peer DMA of 0000:01:00.0 at IOVA 34359738368 onto 0000:02:00.0: "
+				       "VFIO_IOMMU_UNMAP_DMA failed; all DMA of 0000:01:00.0 unmapped instead"});
+}
+
 TEST_CASE("a restart maps a peer-to-peer DMA again onto the peer lease it was made for, and drops one whose peer lease is gone")
 {
 	AgentFixture agent;
