@@ -27,6 +27,18 @@ ErrorCode code_of(const std::function<void()> &operation)
 	return ErrorCode::internal_error;
 }
 
+// The fixture's NVMe and NIC lent and leased by borrower-b, the NVMe's DMA to IOVA 32 GiB reaching the
+// NIC's BAR 4 (dma.map_peer): their leases.
+std::pair<Lease, Lease> peer_pair(AgentFixture &agent)
+{
+	agent.lender->lend(nvme_address);
+	agent.lender->lend(nic_address);
+	const Lease nvme = agent.lender->acquire(nvme_address, "borrower-b");
+	const Lease nic = agent.lender->acquire(nic_address, "borrower-b");
+	agent.lender->map_peer_dma(nvme_address, "borrower-b", nvme.id, 0x800000000, 0x4000, nic_address, nic.id, 4);
+	return {nvme, nic};
+}
+
 std::string message_of(const std::function<void()> &operation)
 {
 	try {
@@ -769,12 +781,8 @@ TEST_CASE("peer-to-peer on the lender: a device's DMA reaches another's BAR unde
 TEST_CASE("a peer mapping that cannot be unmapped at the peer's lease end takes all of its device's DMA with it")
 {
 	AgentFixture agent;
-	agent.lender->lend(nvme_address);
-	agent.lender->lend(nic_address);
-	const Lease nvme = agent.lender->acquire(nvme_address, "borrower-b");
-	const Lease nic = agent.lender->acquire(nic_address, "borrower-b");
+	const auto [nvme, nic] = peer_pair(agent);
 	agent.lender->map_dma(nvme_address, "borrower-b", nvme.id, 0x100000, 0x2000, 0);
-	agent.lender->map_peer_dma(nvme_address, "borrower-b", nvme.id, 0x800000000, 0x4000, nic_address, nic.id, 4);
 	agent.vfio.records.at(nvme_address)->fail_unmap_dma = EIO;
 	agent.lender->release(nic_address, "borrower-b", nic.id);
 	CHECK(agent.vfio.records.at(nvme_address)->mappings.empty());
@@ -790,11 +798,7 @@ TEST_CASE("a peer mapping that cannot be unmapped at the peer's lease end takes 
 TEST_CASE("a restart maps a peer-to-peer DMA again onto the peer lease it was made for, and drops one whose peer lease is gone")
 {
 	AgentFixture agent;
-	agent.lender->lend(nvme_address);
-	agent.lender->lend(nic_address);
-	const Lease nvme = agent.lender->acquire(nvme_address, "borrower-b");
-	const Lease nic = agent.lender->acquire(nic_address, "borrower-b");
-	agent.lender->map_peer_dma(nvme_address, "borrower-b", nvme.id, 0x800000000, 0x4000, nic_address, nic.id, 4);
+	peer_pair(agent);
 	agent.restart();
 	std::size_t from = agent.journal.size();
 	agent.lender->restore();
