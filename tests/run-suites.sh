@@ -1,7 +1,8 @@
 #!/bin/bash
 # Run test suites: every tests/<suite>/test_*.sh (and, for "unit", meson's tests), one at a time.
 # Prints each test's result and duration, each suite's duration, and a closing "N passed, N failed"
-# after the failed tests, each with its first three FAIL lines.
+# after the failed tests, each with its first three FAIL lines and the lines each printed after it (what a
+# check found, as expect_klog_clean's offending log lines: at most six).
 # A failed test whose rig shows, in the text its VMs wrote during that attempt, an L1 kernel hang that is
 # not ours (tests/rig/l1-hang.sh: l1_hang_verdict) runs once more; the first attempt's logs stay in
 # rig-out/<test>.hang. A test that passes only on its rerun is FLAKY: the summary lists it, and more than
@@ -89,8 +90,11 @@ run_test() {
 	else
 		results+=("$name FAIL")
 		failed=$((failed + 1))
-		# The closing summary names the test's first failed checks: a CI log's tail says what failed.
-		checks=$(grep -m3 '^FAIL' "$out" | sed 's/^/    /')
+		# The closing summary names the test's first failed checks and what they found: a CI log's tail
+		# says what failed.
+		checks=$(awk '/^FAIL/ { if (++n > 3) exit; more = 6; print "    " $0; next }
+			/^(ok|PASS|SKIP) / { more = 0; next }
+			more > 0 { more--; print "      " $0 }' "$out")
 		failures+=("$name${checks:+$'\n'$checks}")
 		echo "FAIL $name ($((SECONDS - t0)) s, rc=$rc$note)"
 	fi

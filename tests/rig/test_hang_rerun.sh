@@ -12,7 +12,8 @@
 #   - a hang in a boot that began before the attempt, or in a boot the launcher ended and booted again
 #     after, does not count for a later failure;
 #   - one FLAKY test leaves the run passing; two fail it, saying why;
-#   - the closing summary lists a failed test with its FAIL line.
+#   - the closing summary lists a failed test with its FAIL line, and the lines a failed check printed
+#     after it (up to the next check's line).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d)
@@ -135,6 +136,22 @@ expect_eq "the closing summary lists a failed test with its FAIL line" \
 	"$(grep -x -A1 'failed: fake/test_j_plain' <<<"$OUT")" "failed: fake/test_j_plain
     FAIL test_j_plain's check (attempt 1)"
 expect "... by name" grep -qx 'FLAKY (passed only on a rerun after an L1 kernel hang): fake/test_a_hang' <<<"$OUT"
+
+# A check that prints what it found after its FAIL line, as expect_klog_clean does.
+fresh
+cat >"$scratch/tests/fake/test_n_found.sh" <<'SCRIPT'
+echo 'ok   a check that passed'
+printf 'FAIL lender: kernel log is clean; it has:\n%s\n%s\n' '[    1.0] WARNING: one' '[    2.0] two'
+echo 'ok   a later check'
+exit 1
+SCRIPT
+run
+expect_eq "the closing summary gives the lines a failed check printed after its FAIL line, not the next check's" \
+	"$(grep -x -A4 'failed: fake/test_n_found' <<<"$OUT")" "failed: fake/test_n_found
+    FAIL lender: kernel log is clean; it has:
+      [    1.0] WARNING: one
+      [    2.0] two
+0 passed, 1 failed, 0 FLAKY"
 
 # One FLAKY test in a run that otherwise passes: the run passes; two FLAKY tests fail it.
 fresh
