@@ -10,6 +10,9 @@
 # A test may leave rows for its suite's summary table in rig-out/<test>/summary.row (a header line and a
 # value line per row, tab-separated: tests/reliability/rel-lib.sh); the suite ends with the table of the
 # rows its tests left in this run, each with the test's result.
+# Each suite's duration is also appended to rig-out/suite-times.tsv (the date it ended, SUITE[@SERIES], seconds,
+# its tests passed/run, L0's 1-minute load at its start and end, the tree's commit): `make bench` prints
+# each suite's latest (tests/bench/run.sh).
 # SUITE@SERIES runs the suite's tests on the L1 kernel series SERIES (FARPASS_KERNEL=SERIES, vm-images/env.sh),
 # each with its logs in rig-out/<test>@SERIES.
 # usage: tests/run-suites.sh SUITE[@SERIES]...
@@ -104,7 +107,7 @@ run_test() {
 for spec in "$@"; do
 	suite=${spec%@*} series=
 	[ "$suite" = "$spec" ] || series=@${spec#*@}
-	s0=$SECONDS
+	s0=$SECONDS p0=$passed f0=$failed load0=$(cut -d' ' -f1 /proc/loadavg)
 	echo "=== suite $spec"
 	if [ "$suite" = unit ]; then
 		if [ -f "$top/build/build.ninja" ]; then
@@ -128,6 +131,10 @@ for spec in "$@"; do
 	done
 	suite_table "$series" "${results[@]}"
 	echo "=== suite $spec: $((SECONDS - s0)) s"
+	mkdir -p "$top/rig-out"
+	printf '%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$spec" $((SECONDS - s0)) $((passed - p0)) \
+		$((passed - p0 + failed - f0)) "$load0" "$(cut -d' ' -f1 /proc/loadavg)" \
+		"$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)" >>"$top/rig-out/suite-times.tsv"
 done
 
 ((${#failures[@]} == 0)) || printf 'failed: %s\n' "${failures[@]}"

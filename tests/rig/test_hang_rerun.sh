@@ -12,6 +12,7 @@
 #   - a hang in a boot that began before the attempt, or in a boot the launcher ended and booted again
 #     after, does not count for a later failure;
 #   - one FLAKY test leaves the run passing; two fail it, saying why;
+#   - the suite's line in rig-out/suite-times.tsv counts its tests passed and run;
 #   - the closing summary lists a failed test with its FAIL line, and the lines a failed check printed
 #     after it (up to the next check's line).
 set -euo pipefail
@@ -136,6 +137,8 @@ expect_eq "the closing summary lists a failed test with its FAIL line" \
 	"$(grep -x -A1 'failed: fake/test_j_plain' <<<"$OUT")" "failed: fake/test_j_plain
     FAIL test_j_plain's check (attempt 1)"
 expect "... by name" grep -qx 'FLAKY (passed only on a rerun after an L1 kernel hang): fake/test_a_hang' <<<"$OUT"
+expect "the suite's line in rig-out/suite-times.tsv: 1 of its 13 tests passed" \
+	grep -qP '^\d{4}-[\d-]+T[\d:]+Z\tfake\t\d+\t1/13\t[\d.]+\t[\d.]+\t\S+$' "$scratch/rig-out/suite-times.tsv"
 
 # A check that prints what it found after its FAIL line, as expect_klog_clean does.
 fresh
