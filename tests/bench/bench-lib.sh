@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # The guest-side fio runs of the benches that compare paths to one device (bench_nvmeof.sh,
-# bench_irq.sh), sourced after e2e-lib.sh: one L2 guest of $B per path runs job files of
+# bench_irq.sh), sourced by them: it sources e2e-lib.sh and plot-lib.sh and checks the build and set-up.
+# One L2 guest of $B (borrower1) per path runs job files of
 # tests/bench/fio (JSON output), paused before and after each job and over an idle window before and
 # after them, while L0 reads the lender L1's /proc/stat (and whatever BENCH_SAMPLE reads). Sets:
 #   JOBS        the job files' names (tests/bench/fio/JOB.fio), set by the bench;
@@ -9,6 +10,12 @@
 #               after it ends (KEY PATH:JOB:pre, PATH:JOB:post), while the guest is paused.
 # Results: JSON[PATH:JOB] each job's fio JSON, CPU[PATH:JOB] the lender's "BUSY TOTAL" jiffies over it,
 # IDLE_CPU[PATH:0], IDLE_CPU[PATH:1] over the idle windows; lines for figures.txt in results.
+. "$(dirname "${BASH_SOURCE[0]}")/../e2e/e2e-lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/plot-lib.sh"
+ag_check_built && fp_check_built && e2e_check_setup || exit
+
+B=borrower1			# the borrower whose L2 guests run the jobs
+LOCAL_NVME=0000:00:08.0		# borrower1's own NVMe, where e2e_borrower_nvme puts it
 BENCH_JOB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/fio
 IDLE=${IDLE:-10}
 declare -A JSON CPU IDLE_CPU TITLE # TITLE[PATH]: a path's name in the figures (default PATH)

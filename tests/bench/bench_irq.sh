@@ -23,15 +23,10 @@
 # L0's load average is printed before and after. Nested TCG: absolute figures are the emulation's, not
 # hardware's; the ratios compare paths through the same emulation.
 set -euo pipefail
-. "$(dirname "$0")/../e2e/e2e-lib.sh"
-. "$(dirname "$0")/plot-lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup || exit
 
-B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000be03
 MDEV=/sys/bus/mdev/devices/$U
-LOCAL_NVME=0000:00:08.0
 GUEST_MEM=512M
 RUNTIME=${BENCH_IRQ_RUNTIME:-20}
 JOBS=(irq4k poll4k)

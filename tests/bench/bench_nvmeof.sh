@@ -19,12 +19,8 @@
 # L0's load average is printed before and after. Nested TCG: absolute figures are the emulation's, not
 # hardware's; the ratios compare two paths over the same emulated link.
 set -euo pipefail
-. "$(dirname "$0")/../e2e/e2e-lib.sh"
-. "$(dirname "$0")/plot-lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
-ag_check_built && fp_check_built && e2e_check_setup || exit
 
-B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000be02
 MDEV=/sys/bus/mdev/devices/$U
 GUEST_MEM=512M
