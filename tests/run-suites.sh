@@ -11,7 +11,7 @@
 # value line per row, tab-separated: tests/reliability/rel-lib.sh); the suite ends with the table of the
 # rows its tests left in this run, each with the test's result.
 # Each suite's duration is also appended to rig-out/suite-times.tsv (the date it ended, SUITE[@SERIES], seconds,
-# its tests passed/run, L0's 1-minute load at its start and end, the tree's commit): `make bench` prints
+# its tests passed/run, L0's 1-minute load at its start and end, the checkout's commit then): `make bench` prints
 # each suite's latest (tests/bench/run.sh).
 # SUITE@SERIES runs the suite's tests on the L1 kernel series SERIES (FARPASS_KERNEL=SERIES, vm-images/env.sh),
 # each with its logs in rig-out/<test>@SERIES.
