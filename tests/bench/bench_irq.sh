@@ -79,8 +79,10 @@ $B local_msix $(irq_count $B "vfio-msix.*$LOCAL_NVME")"
 BENCH_SAMPLE=sample
 # count PATH:JOB HOST NAME: HOST's count NAME sampled at the job's end (0 if none), or n/a.
 count() {
+	local v
 	[ -n "${SAMPLE[$1:post]:-}" ] || { echo n/a && return; }
-	awk -v h="$2" -v n="$3" '$1 == h && $2 == n { v = $3 } END { print v + 0 }' <<<"${SAMPLE[$1:post]}"
+	v=$(e2e_snap "$2" "${SAMPLE[$1:post]}" "$3")
+	echo "${v:-0}"
 }
 # per_call PATH:JOB HOST FUNC: "CALLS US-PER-CALL" of HOST's handler FUNC over the job.
 per_call() {
@@ -92,8 +94,8 @@ per_call() {
 hops() {
 	local ios a b
 	ios=$(fig "$1" ios)
-	a=$(awk -v h="$2" -v n="$3" '$1 == h && $2 == n { print $3 }' <<<"${SAMPLE[$1:pre]:-}")
-	b=$(awk -v h="$2" -v n="$3" '$1 == h && $2 == n { print $3 }' <<<"${SAMPLE[$1:post]:-}")
+	a=$(e2e_snap "$2" "${SAMPLE[$1:pre]:-}" "$3")
+	b=$(e2e_snap "$2" "${SAMPLE[$1:post]:-}" "$3")
 	[ -n "$a" ] && [ -n "$b" ] && [ "$ios" != n/a ] && [ "$ios" -gt 0 ] || { echo n/a && return; }
 	awk -v d=$((b - a)) -v n="$ios" 'BEGIN { printf "%.2f", d / n }'
 }
