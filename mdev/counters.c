@@ -80,6 +80,7 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_DMA_PEERS]	= "dma_peers",
 	[FP_C_DMA_LENDER_PEERS]	= "dma_lender_peers",
 	[FP_C_IRQ_RESENT]	= "irq_resent",
+	[FP_C_DMA_STAGED]	= "dma_staged_pages",
 };
 
 static int counters_show(struct seq_file *s, void *unused)
@@ -108,9 +109,10 @@ static int last_borrow_show(struct seq_file *s, void *unused)
 	st = fp_last_borrow;
 	spin_unlock(&fp_last_borrow_lock);
 	seq_printf(s, "device_id %u\nscan_us %llu\npin_us %llu\nmap_us %llu\nupcall_us %llu\ntotal_us %llu\n"
-		   "pages %llu\nruns %llu\nmap_calls %llu\n",
+		   "pages %llu\nstaged_pages %llu\nstage_us %llu\nruns %llu\nmap_calls %llu\n",
 		   st.device_id, st.scan_ns / NSEC_PER_USEC, st.pin_ns / NSEC_PER_USEC, st.map_ns / NSEC_PER_USEC,
-		   st.upcall_ns / NSEC_PER_USEC, st.total_ns / NSEC_PER_USEC, st.pages, st.runs, st.map_calls);
+		   st.upcall_ns / NSEC_PER_USEC, st.total_ns / NSEC_PER_USEC, st.pages, st.staged_pages,
+		   st.stage_ns / NSEC_PER_USEC, st.runs, st.map_calls);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(last_borrow);

@@ -73,6 +73,7 @@ enum fp_counter {
 	FP_C_DMA_PEERS,		/* G peer BARs mapped in borrowers' DMA windows (dmawin.c, p2p.c) */
 	FP_C_DMA_LENDER_PEERS,	/* G ... and peer BARs on the same link, listed for the lender to map */
 	FP_C_IRQ_RESENT,	/* E armed MSI/MSI-X vectors signalled again when their link came back */
+	FP_C_DMA_STAGED,	/* E guest pages pinned ahead of a borrow (a window staged at open) */
 	FP_C_NR
 };
 
@@ -97,6 +98,8 @@ struct fp_borrow_stat {
 	u64 upcall_ns;		/* the BORROW upcall: the agents map the lender's side */
 	u64 total_ns;		/* all of it, with the interrupt bridge and the SET_IRQS upcall */
 	u64 pages;		/* guest pages pinned */
+	u64 staged_pages;	/* ... of them pinned ahead, since the VFIO user opened the device */
+	u64 stage_ns;		/* from its open until they were all pinned (or until the borrow) */
 };
 
 void fp_borrow_record(const struct fp_borrow_stat *st);

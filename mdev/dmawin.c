@@ -14,6 +14,10 @@
  * Cost: the borrow maps each stretch of pinned pages (a whole slot unless the VFIO user unmapped part
  * of it) with one IOMMU call and one IOTLB sync, each run in it its own mappings (iommu_map_sg); the
  * release unmaps every stretch, then flushes once, then unpins.
+ *
+ * Staged (docs/mdev.md "The DMA window"): after open, a window laid out for the RAM the VFIO user has
+ * mapped, its page arrays allocated, on no list and mapped nowhere; the refill pins it in the
+ * background. A borrow whose layout is the same takes its pages and pins only what is still missing.
  */
 #include <linux/capability.h>
 #include <linux/iommu.h>
@@ -48,7 +52,12 @@ struct fp_dmawin {
 	u32 device_id;
 	u64 base;			/* sub-window start in FARPASS_MW_DMA */
 	u64 span;			/* sub-window bytes */
+	u64 usable;			/* FARPASS_MW_DMA's bytes the layout was made for */
+	u64 align;			/* the sub-window's start alignment */
 	struct fp_win_layout layout;	/* immutable once on the list */
+	bool mapped;			/* caller's dma_lock: pinned pages are mapped (not staged) */
+	u64 staged_at;			/* staged: when it was laid out (ktime ns) */
+	u64 staged_ns;			/* caller's dma_lock: from staged_at until every page was pinned, 0 not yet */
 	struct page **pages[FP_WIN_MAX_SLOTS];	/* per slot page; NULL = not pinned; caller's dma_lock */
 	atomic64_t pinned;		/* pages pinned now (DMA_LAYOUT reads it without dma_lock) */
 	bool quarantined;		/* fp_dmawin_lock: no pages, the lender may still map the range */
@@ -194,13 +203,37 @@ static int fp_dmawin_memlock_check(const struct fp_dmawin *w)
 	return 0;
 }
 
-static int fp_pin_slot(struct fp_dmawin *w, int i)
+/* The page arrays, in the VFIO user's context: charged to its memory cgroup, as the pins are to its memlock. */
+static int fp_dmawin_alloc_pages(struct fp_dmawin *w)
 {
-	/* Charged to the VFIO user's memory cgroup, as the pins are to its RLIMIT_MEMLOCK. */
-	w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL_ACCOUNT);
-	if (!w->pages[i])
-		return -ENOMEM;
-	return fp_pin(w, i, 0, fp_slot_pages(&w->layout.slots[i]));
+	int i;
+
+	for (i = 0; i < w->layout.nr; i++) {
+		w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL_ACCOUNT);
+		if (!w->pages[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Pin the pages of slot @i not pinned yet (a staged window's missing ones, or all of them). */
+static int fp_pin_missing(struct fp_dmawin *w, int i)
+{
+	u64 n = fp_slot_pages(&w->layout.slots[i]), a, b;
+	int ret;
+
+	for (a = 0; a < n; a = b) {
+		while (a < n && w->pages[i][a])
+			a++;
+		for (b = a; b < n && !w->pages[i][b]; b++)
+			;
+		if (a < b) {
+			ret = fp_pin(w, i, a, b);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
 }
 
 static void fp_dmawin_unpin_all(struct fp_dmawin *w)
@@ -214,6 +247,7 @@ static void fp_dmawin_unpin_all(struct fp_dmawin *w)
 		kvfree(w->pages[i]);
 		w->pages[i] = NULL;
 	}
+	w->mapped = false;
 }
 
 /* Map the stretch [rs, re) of slot @i: one IOMMU call and sync. @st counts the runs and the calls. */
@@ -280,7 +314,8 @@ static int fp_dmawin_map_all(struct fp_dmawin *w, struct fp_borrow_stat *st)
 /* Unmap everything (the IOTLB flushed), then unpin: never a page unpinned that the NTB can reach. */
 static void fp_dmawin_release_pages(struct fp_dmawin *w)
 {
-	fp_dmawin_unmap_before(w, w->layout.nr, 0);
+	if (w->mapped)
+		fp_dmawin_unmap_before(w, w->layout.nr, 0);
 	fp_dmawin_unpin_all(w);
 }
 
@@ -352,7 +387,11 @@ static u64 fp_dmawin_place_peers(struct fp_dmawin *w, const struct fp_dmawin_pee
 	return end;
 }
 
-static int fp_dmawin_build(struct fp_dmawin *w, const struct fp_dmawin_peer *peers, u32 nr_peers)
+/*
+ * Probe the VFIO user's RAM and lay it out for @w's link: 0 (no layout slot when it has no RAM mapped),
+ * or -errno. Sets the window size the layout was made for and the sub-window's alignment.
+ */
+static int fp_dmawin_lay_out(struct fp_dmawin *w)
 {
 	struct fp_ramscan scan = {
 		.probe = fp_dmawin_probe,
@@ -361,67 +400,148 @@ static int fp_dmawin_build(struct fp_dmawin *w, const struct fp_dmawin_peer *pee
 	};
 	struct fp_win_params params = { .range_align = FP_DMAWIN_RANGE_ALIGN };
 	resource_size_t addr_align = 0, size_align = 0;
-	u64 usable, align;
 	int ret;
 
 	ret = fp_ramscan(&scan);
-	if (ret)
-		return ret;
-	if (!scan.nr_ranges) {
-		/* No RAM mapped (a VFIO user that only looks at config space): an empty window. */
-		mutex_lock(&fp_dmawin_lock);
-		list_add(&w->node, &fp_dmawins);
-		mutex_unlock(&fp_dmawin_lock);
-		return 0;
-	}
-
-	usable = fp_xwin_usable(w->link, FARPASS_MW_DMA);
-	if (!usable)
+	if (ret || !scan.nr_ranges)
+		return ret;	/* no RAM mapped (a VFIO user that only looks at config space): an empty window */
+	w->usable = fp_xwin_usable(w->link, FARPASS_MW_DMA);
+	if (!w->usable)
 		return -EOPNOTSUPP;
 	ret = ntb_mw_get_align(w->link->ntb, NTB_DEF_PEER_IDX, FARPASS_MW_DMA, &addr_align, &size_align,
 			       NULL);
 	if (ret)
 		return ret;
 	params.xlat_align = roundup_pow_of_two(max3((u64)addr_align, (u64)size_align, (u64)PAGE_SIZE));
-	params.size = usable;
-	ret = fp_win_build(scan.ranges, scan.nr_ranges, &params, &w->layout);
+	params.size = w->usable;
+	/* The sub-window's own start keeps both alignments, so offsets in it keep theirs. */
+	w->align = max_t(u64, params.xlat_align, FP_DMAWIN_RANGE_ALIGN);
+	return fp_win_build(scan.ranges, scan.nr_ranges, &params, &w->layout);
+}
+
+static int fp_dmawin_build(struct fp_dmawin *w, const struct fp_dmawin_peer *peers, u32 nr_peers)
+{
+	int ret;
+
+	ret = fp_dmawin_lay_out(w);
 	if (ret)
 		return ret;
-
-	/* The sub-window's own start keeps both alignments, so offsets in it keep theirs. */
-	align = max_t(u64, params.xlat_align, FP_DMAWIN_RANGE_ALIGN);
-	w->span = round_up(fp_dmawin_place_peers(w, peers, nr_peers, usable), align);
+	if (!w->layout.nr) {
+		mutex_lock(&fp_dmawin_lock);
+		list_add(&w->node, &fp_dmawins);
+		mutex_unlock(&fp_dmawin_lock);
+		return 0;
+	}
+	w->span = round_up(fp_dmawin_place_peers(w, peers, nr_peers, w->usable), w->align);
 	mutex_lock(&fp_dmawin_lock);
-	ret = fp_dmawin_place(w, align, usable);
+	ret = fp_dmawin_place(w, w->align, w->usable);
 	mutex_unlock(&fp_dmawin_lock);
 	return ret;
 }
 
-int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
-		     const struct fp_dmawin_peer *peers, u32 nr_peers, struct fp_dmawin **out,
-		     struct fp_borrow_stat *st)
+/*
+ * @staged's pages for @w if it was laid out the same (RAM and window unchanged since it was staged);
+ * @staged goes either way.
+ */
+static bool fp_dmawin_adopt(struct fp_dmawin *w, struct fp_dmawin *staged)
 {
-	struct fp_dmawin *w;
-	u64 t0 = ktime_get_ns(), t1, t2;
-	int i, ret;
+	bool same = staged->usable == w->usable && staged->align == w->align &&
+		    staged->layout.nr == w->layout.nr && staged->layout.size == w->layout.size;
+	int i;
 
-	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	for (i = 0; same && i < w->layout.nr; i++)
+		same = !memcmp(&staged->layout.slots[i], &w->layout.slots[i], sizeof(w->layout.slots[i]));
+
+	if (!same) {
+		fp_dmawin_discard(staged);
+		return false;
+	}
+	for (i = 0; i < w->layout.nr; i++) {
+		w->pages[i] = staged->pages[i];
+		staged->pages[i] = NULL;
+	}
+	atomic64_set(&w->pinned, atomic64_read(&staged->pinned));
+	w->staged_ns = staged->staged_ns ?: ktime_get_ns() - staged->staged_at;
+	kfree(staged);
+	return true;
+}
+
+static struct fp_dmawin *fp_dmawin_alloc(struct fp_link *link, struct vfio_device *vdev, u32 device_id)
+{
+	struct fp_dmawin *w = kzalloc(sizeof(*w), GFP_KERNEL);
+
 	if (!w)
-		return -ENOMEM;
+		return NULL;
 	w->link = link;
 	w->vdev = vdev;
 	w->device_id = device_id;
 	INIT_LIST_HEAD(&w->node);
+	return w;
+}
+
+int fp_dmawin_stage(struct fp_link *link, struct vfio_device *vdev, u32 device_id, struct fp_dmawin **out)
+{
+	struct fp_dmawin *w;
+	int ret;
+
+	w = fp_dmawin_alloc(link, vdev, device_id);
+	if (!w)
+		return -ENOMEM;
+	w->staged_at = ktime_get_ns();
+	ret = fp_dmawin_lay_out(w);
+	if (!ret && !w->layout.nr)
+		ret = -ENODATA;
+	if (!ret)
+		ret = fp_dmawin_memlock_check(w);
+	if (!ret)
+		ret = fp_dmawin_alloc_pages(w);
+	if (ret) {
+		fp_dmawin_discard(w);
+		return ret;
+	}
+	*out = w;
+	return 0;
+}
+
+void fp_dmawin_discard(struct fp_dmawin *w)
+{
+	fp_dmawin_unpin_all(w);
+	kfree(w);
+}
+
+int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
+		     const struct fp_dmawin_peer *peers, u32 nr_peers, struct fp_dmawin **staged,
+		     struct fp_dmawin **out, struct fp_borrow_stat *st)
+{
+	struct fp_dmawin *w;
+	u64 t0 = ktime_get_ns(), t1, t2;
+	bool adopted;
+	int i, ret;
+
+	w = fp_dmawin_alloc(link, vdev, device_id);
+	if (!w) {
+		ret = -ENOMEM;
+		goto out_staged;
+	}
 	ret = fp_dmawin_build(w, peers, nr_peers);
 	if (ret)
 		goto out_free;
 	t1 = ktime_get_ns();
 
-	ret = fp_dmawin_memlock_check(w);
-	if (ret)
-		goto out_unpin;
+	adopted = *staged && fp_dmawin_adopt(w, *staged);
+	*staged = NULL;		/* taken or discarded */
+	if (adopted) {
+		st->staged_pages = atomic64_read(&w->pinned);
+		st->stage_ns = w->staged_ns;
+	} else {
+		ret = fp_dmawin_memlock_check(w);
+		if (!ret)
+			ret = fp_dmawin_alloc_pages(w);
+		if (ret)
+			goto out_unpin;
+	}
 	for (i = 0; i < w->layout.nr; i++) {
-		ret = fp_pin_slot(w, i);
+		ret = fp_pin_missing(w, i);
 		if (ret)
 			goto out_unpin;
 	}
@@ -429,6 +549,7 @@ int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_
 	ret = fp_dmawin_map_all(w, st);
 	if (ret)
 		goto out_unpin;
+	w->mapped = true;
 	fp_count(FP_C_DMA_WINDOWS, 1);
 	st->scan_ns = t1 - t0;
 	st->pin_ns = t2 - t1;
@@ -444,6 +565,10 @@ out_unpin:
 	mutex_unlock(&fp_dmawin_lock);
 out_free:
 	kfree(w);
+out_staged:
+	if (*staged)
+		fp_dmawin_discard(*staged);
+	*staged = NULL;
 	return ret;
 }
 
@@ -590,6 +715,11 @@ u64 fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
 			continue;
 		a = (max(iova, s->gpa) - s->gpa) >> PAGE_SHIFT;
 		b = DIV_ROUND_UP(min(iova + length, s->gpa + s->size) - s->gpa, PAGE_SIZE);
+		if (!w->mapped) {	/* staged: nothing reaches its pages; it is whole again after a refill */
+			fp_unpin(w, i, a, b);
+			w->staged_ns = 0;
+			continue;
+		}
 		for (next = 0; fp_run_next(w, i, next, &rs, &re); next = re) {
 			if (re <= a)
 				continue;
@@ -605,7 +735,10 @@ u64 fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
 	return before - atomic64_read(&w->pinned);
 }
 
-/* Pages [from, to) of slot @i, unpinned, are mapped by the VFIO user again: pin them, map each run. */
+/*
+ * Pages [from, to) of slot @i, unpinned, are mapped by the VFIO user: pin them, and map each run unless
+ * the window is staged.
+ */
 static int fp_refill_run(struct fp_dmawin *w, int i, u64 from, u64 to)
 {
 	struct page **p = w->pages[i];
@@ -617,6 +750,10 @@ static int fp_refill_run(struct fp_dmawin *w, int i, u64 from, u64 to)
 		return 0;	/* unmapped again since the probe: the next refill looks again */
 	if (ret)
 		return ret;
+	if (!w->mapped) {
+		fp_count(FP_C_DMA_STAGED, to - from);
+		return 0;
+	}
 	fp_count(FP_C_DMA_REFILLED, to - from);
 	for (k = from; k < to; k = e) {
 		for (e = k + 1; e < to && page_to_phys(p[e]) == page_to_phys(p[e - 1]) + PAGE_SIZE; e++)
@@ -626,17 +763,19 @@ static int fp_refill_run(struct fp_dmawin *w, int i, u64 from, u64 to)
 	return 0;
 }
 
-long fp_dmawin_refill(struct fp_dmawin *w)
+long fp_dmawin_refill(struct fp_dmawin *w, u64 budget, bool *more)
 {
 	struct fp_ramscan scan = { .probe = fp_dmawin_probe, .ctx = w->vdev };
 	u64 a, b, n, gpa, rs, re, from, total = 0;
 	int i, ret;
 
-	for (i = 0; i < w->layout.nr; i++) {
+	*more = false;
+	for (i = 0; i < w->layout.nr; i++)
+		total += fp_slot_pages(&w->layout.slots[i]);
+	for (i = 0; i < w->layout.nr && !*more; i++) {
 		gpa = w->layout.slots[i].gpa;
 		n = fp_slot_pages(&w->layout.slots[i]);
-		total += n;
-		for (a = 0; a < n; a = b + 1) {
+		for (a = 0; a < n && !*more; a = b + 1) {
 			while (a < n && w->pages[i][a])
 				a++;
 			for (b = a; b < n && !w->pages[i][b]; b++)
@@ -644,14 +783,23 @@ long fp_dmawin_refill(struct fp_dmawin *w)
 			/* [a, b): not pinned. What of it is mapped again? */
 			for (from = gpa + (a << PAGE_SHIFT);
 			     (ret = fp_ramscan_next(&scan, from, gpa + (b << PAGE_SHIFT), &rs, &re)) > 0; from = re) {
+				if ((re - rs) >> PAGE_SHIFT >= budget) {
+					re = rs + (budget << PAGE_SHIFT);	/* the rest at the next call */
+					*more = true;
+				}
 				ret = fp_refill_run(w, i, (rs - gpa) >> PAGE_SHIFT, (re - gpa) >> PAGE_SHIFT);
 				if (ret)
 					return ret;
+				budget -= (re - rs) >> PAGE_SHIFT;
+				if (*more)
+					break;
 			}
 			if (ret < 0)
 				return ret;
 		}
 	}
+	if (!w->mapped && !w->staged_ns && total == atomic64_read(&w->pinned))
+		w->staged_ns = ktime_get_ns() - w->staged_at;
 	return total - atomic64_read(&w->pinned);
 }
 

@@ -8,6 +8,10 @@
  * (fp_xwin_map). The lender's agent reads the layout with FARPASS_IOCTL_DMA_LAYOUT while it serves
  * BORROW. Teardown unmaps (the IOTLB is flushed before fp_xwin_unmap returns), then unpins.
  *
+ * Staged ahead (fp_dmawin_stage): at the first access after open, the layout and page arrays of the RAM the VFIO user has
+ * mapped, pinned in the background by the instance's refill work, so that the borrow finds its pages
+ * pinned and only places and maps them (docs/mdev.md "The DMA window").
+ *
  * Locking: fp_dmawin_lock (mutex, dmawin.c) protects the list of windows (sub-window allocation, the
  * DMA_LAYOUT lookup) and whether each peer slot is mapped; each window's pages are protected by the
  * caller's lock (the instance's dma_lock), which serialises create, destroy and dma_unmap of one
@@ -45,14 +49,24 @@ struct fp_dmawin_peer {
 };
 
 /*
+ * Ahead of the borrow, in the VFIO user's context (its memlock limit, its memory cgroup): the RAM it has mapped
+ * found and laid out for @link's DMA window, the page arrays allocated, nothing pinned, no window range
+ * taken: 0 and *out, -ENODATA if it has no RAM mapped yet, or -errno. fp_dmawin_refill() pins it;
+ * fp_dmawin_dma_unmap() only unpins its pages.
+ */
+int fp_dmawin_stage(struct fp_link *link, struct vfio_device *vdev, u32 device_id, struct fp_dmawin **out);
+/* A staged window that no borrow took: unpinned and freed. */
+void fp_dmawin_discard(struct fp_dmawin *w);
+/*
  * Discover, lay out, pin and map the RAM of @vdev's VFIO user, and lay out the @nr_peers @peers (those
  * overlapping RAM or each other, or beyond the window, left out): 0 and *out, or -errno (nothing
- * kept). The peers are not mapped yet (fp_dmawin_map_peers). On success @st gets the times of the
- * steps and the pages pinned.
+ * kept). A *@staged window laid out the same gives its pinned pages (only the missing ones are pinned
+ * then); it is taken or discarded either way (*@staged NULL after). The peers are not mapped yet
+ * (fp_dmawin_map_peers). On success @st gets the times of the steps and the pages pinned.
  */
 int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
-		     const struct fp_dmawin_peer *peers, u32 nr_peers, struct fp_dmawin **out,
-		     struct fp_borrow_stat *st);
+		     const struct fp_dmawin_peer *peers, u32 nr_peers, struct fp_dmawin **staged,
+		     struct fp_dmawin **out, struct fp_borrow_stat *st);
 /*
  * Map the window's peer slots (list its lender peers) whose owner @open says is still open (p2p.c,
  * under the lock its instances close under, so a peer either is seen gone here or has its mapping
@@ -77,11 +91,13 @@ void fp_dmawin_destroy(struct fp_dmawin *w, bool returned);
  */
 u64 fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length);
 /*
- * Pin and map again the window's pages that an unmap took out and the VFIO user has mapped again
- * since (QEMU re-splits its RAM sections at PAM, SMRAM and reset changes: one unmap of the whole old
- * section, then maps of the new ones). Returns the window's pages still not pinned, or -errno.
+ * Pin (and, unless staged, map) the window's pages not pinned that the VFIO user has mapped: a staged
+ * window's, and those an unmap took out and the VFIO user has mapped again since (QEMU re-splits its
+ * RAM sections at PAM, SMRAM and reset changes: one unmap of the whole old section, then maps of the
+ * new ones). At most @budget pages: *@more says the budget ended it. Returns the window's pages still
+ * not pinned, or -errno.
  */
-long fp_dmawin_refill(struct fp_dmawin *w);
+long fp_dmawin_refill(struct fp_dmawin *w, u64 budget, bool *more);
 
 /* FARPASS_IOCTL_DMA_LAYOUT (argsz/flags validated by the chardev). */
 int fp_dmawin_layout(struct farpass_dma_layout *l);

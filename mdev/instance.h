@@ -36,7 +36,8 @@ struct vm_area_struct;
  * (mutex) serialises borrow-state and interrupt-state changes and is held across their upcall, and
  * guards pend (forwarded config writes kept until the borrow) and the forwarded writes themselves;
  * state_lock (spinlock) the shadow, the flags and the ERR/REQ eventfds, never held across an upcall;
- * dma_lock (mutex) the DMA window's pages, between borrow/return and the VFIO user's unmaps; irq_lock
+ * dma_lock (mutex) the DMA window's and the staged window's pages, between open/close, borrow/return,
+ * the refill work and the VFIO user's unmaps; irq_lock
  * (spinlock, irqsave: the bridge delivers in hard-irq context) the interrupt eventfds; bar_lock (mutex)
  * the BAR ioremaps. Order: bm_lock -> dma_lock; bm_lock -> state_lock; bm_lock -> irq_lock.
  * refill (delayed work) takes dma_lock; it is cancelled at close, outside the locks.
@@ -58,9 +59,10 @@ struct fp_mdev {
 	struct fp_cfg_pend pend;	/* bm_lock: forwarded bytes written before the borrow */
 	struct fp_upcall_share uq_share;	/* its requests in the upcall queue (upcall.c) */
 
-	struct mutex dma_lock;		/* dmawin and its pages */
+	struct mutex dma_lock;		/* dmawin, staged and their pages */
 	struct fp_dmawin *dmawin;	/* dma_lock: from before BORROW to after RETURN */
-	struct delayed_work refill;	/* pins what the VFIO user maps again after an unmap */
+	struct fp_dmawin *staged;	/* dma_lock: laid out at open, pinned ahead, until the borrow or close */
+	struct delayed_work refill;	/* pins the staged window, and what the VFIO user maps again */
 	unsigned int refill_tries;	/* dma_lock: refills since the last unmap */
 	struct fp_dmauser *dmauser;	/* the VFIO user's unmaps in flight (dmauser.c); open..close */
 	struct list_head p2p_node;	/* fp_p2p_lock: in the open instances (p2p.c); open..close */

@@ -20,6 +20,7 @@
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/vfio.h>
 #include <linux/workqueue.h>
@@ -143,8 +144,42 @@ static int fp_scan_read(void *ctx, u32 off, u32 size, u32 *val)
  * accesses wait on scan_lock, at most one upcall timeout (then the device is dead and the rest fails
  * at once).
  */
+/*
+ * Ahead of the borrow, at the VFIO user's first access after open (type1 pins only for a device already
+ * registered for its unmaps, which open_device is not yet): the RAM it has mapped (QEMU maps it before it
+ * opens the device) laid out in its context, pinned by the refill work, so the guest's bus-master write
+ * waits only for what is left. Nothing mapped yet, or no room: the borrow does it all, as without.
+ */
+static void fp_dma_stage(struct fp_mdev *fm)
+{
+	struct fp_dmawin *w;
+
+	if (!fp_xwin_ready(fm->rdev->link) ||
+	    fp_dmawin_stage(fm->rdev->link, &fm->vdev, fm->rdev->desc.device_id, &w))
+		return;
+	mutex_lock(&fm->dma_lock);
+	if (fm->dmawin || fm->staged) {	/* another thread's access borrowed meanwhile */
+		fp_dmawin_discard(w);
+	} else {
+		fm->staged = w;
+		fm->refill_tries = 0;
+		mod_delayed_work(system_wq, &fm->refill, 0);
+	}
+	mutex_unlock(&fm->dma_lock);
+}
+
+static void fp_dma_unstage(struct fp_mdev *fm)
+{
+	mutex_lock(&fm->dma_lock);
+	if (fm->staged)
+		fp_dmawin_discard(fm->staged);
+	fm->staged = NULL;
+	mutex_unlock(&fm->dma_lock);
+}
+
 void fp_cfg_ready(struct fp_mdev *fm)
 {
+	bool first = false;
 	int ret;
 
 	/* Pairs with the release below: a true `scanned` means vcfg is complete. */
@@ -159,8 +194,11 @@ void fp_cfg_ready(struct fp_mdev *fm)
 			dev_warn_ratelimited(fm->vdev.dev, "farpass: capability scan of device %u: %pe\n",
 					     fm->rdev->desc.device_id, ERR_PTR(ret < -1 ? ret : -EINVAL));
 		smp_store_release(&fm->scanned, true);	/* vcfg before the flag */
+		first = true;
 	}
 	mutex_unlock(&fm->scan_lock);
+	if (first)
+		fp_dma_stage(fm);
 }
 
 /* A forwarded piece to the lender: CFG_READ or CFG_WRITE upcall. */
@@ -611,11 +649,15 @@ static ssize_t fp_vfio_write(struct vfio_device *vdev, const char __user *buf, s
  */
 #define FP_REFILL_DELAY_MS	20
 #define FP_REFILL_TRIES		8
+/* Pages pinned per hold of dma_lock (32 MiB): QEMU's unmaps, under its big lock, wait no longer. */
+#define FP_REFILL_BATCH		(SZ_32M >> PAGE_SHIFT)
 
 static void fp_refill_work(struct work_struct *work)
 {
 	struct fp_mdev *fm = container_of(to_delayed_work(work), struct fp_mdev, refill);
 	unsigned long wait = fp_dmauser_refill_wait(fm->dmauser, msecs_to_jiffies(FP_REFILL_DELAY_MS));
+	struct fp_dmawin *w;
+	bool more = false;
 	long missing = 0;
 
 	if (wait) {	/* not a try: nothing was looked at */
@@ -623,11 +665,14 @@ static void fp_refill_work(struct work_struct *work)
 		return;
 	}
 	mutex_lock(&fm->dma_lock);
-	if (fm->dmawin)
-		missing = fp_dmawin_refill(fm->dmawin);
+	w = fm->dmawin ?: fm->staged;
+	if (w)
+		missing = fp_dmawin_refill(w, FP_REFILL_BATCH, &more);
 	if (missing < 0)
-		dev_warn_ratelimited(fm->vdev.dev, "farpass: device %u: pinning re-mapped guest RAM: %pe\n",
+		dev_warn_ratelimited(fm->vdev.dev, "farpass: device %u: pinning guest RAM: %pe\n",
 				     fm->rdev->desc.device_id, ERR_PTR(missing));
+	else if (more)	/* not a try: the batch ended it */
+		schedule_delayed_work(&fm->refill, 0);
 	else if (missing && ++fm->refill_tries < FP_REFILL_TRIES)
 		schedule_delayed_work(&fm->refill, msecs_to_jiffies(FP_REFILL_DELAY_MS << fm->refill_tries));
 	mutex_unlock(&fm->dma_lock);
@@ -674,6 +719,7 @@ static void fp_vfio_close(struct vfio_device *vdev)
 	fp_cfg_pend_drop(fm);
 	mutex_unlock(&fm->bm_lock);
 	cancel_delayed_work_sync(&fm->refill);
+	fp_dma_unstage(fm);
 	fp_dmauser_put(fm->dmauser);
 	fp_bar_close(fm);
 	spin_lock(&fm->state_lock);
@@ -1050,11 +1096,13 @@ static void fp_vfio_request(struct vfio_device *vdev, unsigned int count)
 static void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 {
 	struct fp_mdev *fm = fp_mdev_of(vdev);
+	struct fp_dmawin *w;
 
 	fp_count(FP_C_DMA_UNMAP, 1);
 	fp_dmauser_unmap_begin(fm->dmauser);
 	mutex_lock(&fm->dma_lock);
-	if (fm->dmawin && fp_dmawin_dma_unmap(fm->dmawin, iova, length)) {
+	w = fm->dmawin ?: fm->staged;
+	if (w && fp_dmawin_dma_unmap(w, iova, length)) {
 		/* Not before QEMU's unmap is done: pins in its range now would make it call us again. */
 		fm->refill_tries = 0;
 		mod_delayed_work(system_wq, &fm->refill, msecs_to_jiffies(FP_REFILL_DELAY_MS));

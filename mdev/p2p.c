@@ -116,7 +116,8 @@ int fp_p2p_window_create(struct fp_mdev *fm, struct fp_borrow_stat *st)
 	mutex_unlock(&fp_p2p_lock);
 
 	/* Pinning takes long: without the lock, so other instances open and close meanwhile. */
-	ret = fp_dmawin_create(link, &fm->vdev, fm->rdev->desc.device_id, peers, n, &fm->dmawin, st);
+	ret = fp_dmawin_create(link, &fm->vdev, fm->rdev->desc.device_id, peers, n, &fm->staged, &fm->dmawin,
+			       st);
 	if (ret || !n)
 		return ret;
 	mutex_lock(&fp_p2p_lock);

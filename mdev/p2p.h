@@ -16,7 +16,8 @@ void fp_p2p_open(struct fp_mdev *fm);
 /* Close: no DMA window leads to @fm's BARs any more (unmapped, flushed) when this returns. */
 void fp_p2p_close(struct fp_mdev *fm);
 /*
- * Borrow (@fm's dma_lock held): build its DMA window (fp_dmawin_create) with a slot for each memory
+ * Borrow (@fm's dma_lock held): build its DMA window (fp_dmawin_create, from its staged window if
+ * that still fits) with a slot for each memory
  * BAR the guest placed of its VFIO user's instances on other links, and a lender peer for each on
  * @fm's link, and map (list) those still open.
  */

@@ -10,7 +10,9 @@
 #    upcall, interrupt bridge) of guests of 256 MiB, 1 GiB and 3 GiB with only the farpass device, their
 #    RAM in 4 KiB pages, transparent huge pages and hugetlbfs pages, booted one after another, from
 #    borrower1's debugfs farpass/last_borrow: each step's time, with pinning and IOMMU mapping apart,
-#    the physically contiguous runs mapped and the IOMMU map calls (each ends with one IOTLB sync);
+#    the physically contiguous runs mapped and the IOMMU map calls (each ends with one IOTLB sync); the
+#    pages pinned ahead since QEMU opened the device and how long that took, and the borrow's share of
+#    staging + borrow (the guest's stall);
 #    beside each, the kernel time local vfio-pci takes in borrower1 to pin and map the same RAM.
 # Plots beside figures.txt in rig-out/bench_remote_nvme/ (tests/bench/plot-lib.sh), each from the table
 # (.dat) beside it: latency.svg, the two 4 KiB jobs' completion-latency percentiles; borrow.svg, the
@@ -220,8 +222,10 @@ bench_borrow() {
 	line '%s' "Borrow latency: guest bus-master enable -> device usable, borrower1 debugfs farpass/last_borrow;"
 	line '%s' "local = the same RAM DMA-mapped by vfio-pci in borrower1 (QEMU's VFIO_IOMMU_MAP_DMA calls, kernel time)"
 	line '%s' "(backing: 4k = 4 KiB pages, thp = borrower1's transparent huge pages ($thp_mode), huge = hugetlbfs 2 MiB)"
-	line '%-6s %-5s %7s %6s %5s %8s %8s %7s %7s %8s %8s %8s %s' RAM backing pages runs maps "RAM scan" pin map \
-		BORROW total local total/local "(ms; maps = IOMMU map calls, each one IOTLB sync)"
+	line '%s' "(staged: pages pinned ahead, from QEMU's open of the device; staging: from that open until they were all"
+	line '%s' " pinned; stall: the borrow's total, which the guest waits for, over staging + total)"
+	line '%-6s %-5s %7s %7s %6s %5s %8s %8s %7s %7s %8s %8s %6s %8s %8s %s' RAM backing pages staged runs maps "RAM scan" \
+		staging pin map BORROW total stall local total/local "(ms; maps = IOMMU map calls, each one IOTLB sync)"
 	for mem in "${BORROW_MEMS[@]}"; do
 		for backing in "${BORROW_BACKINGS[@]}"; do
 			wait_free
@@ -245,9 +249,12 @@ echo "BENCH-DISK $([ -b /dev/nvme0n1 ] && echo yes || echo no)"' -device vfio-pc
 				line '%-6s %-5s %s' "$mem" $backing "n/a: no borrow (guest disk: ${disk:-?}; see $E2E_L2_LOG)"
 				continue
 			fi
-			line '%-6s %-5s %7s %6s %5s %8s %8s %7s %7s %8s %8s %8s %s' "$mem" $backing "$(e2e_counter "$lb" pages)" \
-				"$(e2e_counter "$lb" runs)" "$(e2e_counter "$lb" map_calls)" "$(ms "$lb" scan_us)" "$(ms "$lb" pin_us)" \
-				"$(ms "$lb" map_us)" "$(ms "$lb" upcall_us)" "$(ms "$lb" total_us)" "${lmap% *}" \
+			line '%-6s %-5s %7s %7s %6s %5s %8s %8s %7s %7s %8s %8s %6s %8s %8s %s' "$mem" $backing \
+				"$(e2e_counter "$lb" pages)" "$(e2e_counter "$lb" staged_pages)" "$(e2e_counter "$lb" runs)" \
+				"$(e2e_counter "$lb" map_calls)" "$(ms "$lb" scan_us)" "$(ms "$lb" stage_us)" "$(ms "$lb" pin_us)" \
+				"$(ms "$lb" map_us)" "$(ms "$lb" upcall_us)" "$(ms "$lb" total_us)" \
+				"$(awk -v s="$(e2e_counter "$lb" stage_us)" -v t="$(e2e_counter "$lb" total_us)" 'BEGIN { printf "%.2f", t / (s + t) }')" \
+				"${lmap% *}" \
 				"$(ratio "${lmap% *}" "$(ms "$lb" total_us)")" \
 				"$( ((n1 - n0 == 1)) || echo "(the last of $((n1 - n0)) borrows)")$([ "$disk" = yes ] || echo "(then the guest's nvme probe failed: no disk)")"
 			mib=$(($(numfmt --from=iec "$mem") >> 20))

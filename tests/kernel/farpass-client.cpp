@@ -50,12 +50,14 @@
 //                  bus master off (RETURN); go3 close)
 //   farpass-client vfio-borrow UUID --id N [--mb M] [--when-unpinning | --borrow-at FILE] [--hold-until FILE]
 //                  [--then off|reset]
-//                  (as QEMU: M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB; with --when-unpinning, print
+//                  (M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB before the first config access, as
+//                  QEMU maps guest RAM: staged then (docs/mdev.md); with --when-unpinning, print
 //                  "ready", wait until the debugfs pinned_pages counter falls below its value then (another
 //                  window's teardown is unpinning, its IOMMU mappings gone: 1 ms polls); with --borrow-at,
 //                  print "ready", wait until FILE exists (at most 300 s); bus master on (BORROW), DMA_LAYOUT:
 //                  "bm_on= bm_ms= pinned_all=(debugfs pinned_pages counter then) offset=SLOT0'S-WINDOW-OFFSET
-//                  pinned= charged=(growth of the cgroup's memory.current across bus master on, bytes; -1:
+//                  pinned= charged=(growth of the cgroup's memory.current from before the device's open to after bus
+//                  master on, its buffer's pages already charged, bytes; -1:
 //                  no cgroup v2)"
 //                  (with --hold-until also at once, as
 //                  "borrowed ..."); then (once FILE exists, at most 300 s) bus
@@ -1153,10 +1155,6 @@ int run_vfio_borrow(const Args &a, int fd)
 	if (a.positional.empty())
 		return 2;
 	const uint64_t size = a.num("mb", 2) << 20, iova = 1ull << 20;
-	Vfio v;
-	std::string what;
-	if (int err = vfio_open(a.positional[0], v, what))
-		return finish(a, err, what);
 	auto *buf = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
 	if (buf == MAP_FAILED)
 		return finish(a, errno, "buffer");
@@ -1165,6 +1163,13 @@ int run_vfio_borrow(const Args &a, int fd)
 	madvise(buf, size, MADV_NOHUGEPAGE);
 	for (uint64_t off = size; off; off -= 4096)
 		buf[off - 4096] = 1;
+	// From here the cgroup pays only for what opening and borrowing the device cost (the window's page
+	// arrays, allocated at the first access after open or at the borrow).
+	const long long mem0 = cgroup_memory();
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
 	if (int err = vfio_dma_map(v.container, buf, iova, size, false))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA");
 	Cfg cfg{v.dev};
@@ -1190,7 +1195,6 @@ int run_vfio_borrow(const Args &a, int fd)
 			return finish(a, ETIMEDOUT, "borrow-at");
 	}
 	double t0 = now_ms();
-	const long long mem0 = cgroup_memory();
 	int bm = cfg.write(4, 2, cmd | 0x6);
 	const long bm_ms = static_cast<long>(now_ms() - t0);
 	const long long charged = mem0 < 0 ? -1 : cgroup_memory() - mem0;

@@ -24,6 +24,11 @@
 #      once maps the whole buffer as one: the kernel pins both halves back into the window by itself
 #      (DMA_LAYOUT 1024 pages pinned, dma_refilled_pages 512);
 #  (d) bus master off: RETURN upcall, pinned pages and DMA windows back to 0, DMA_LAYOUT ENODATA;
+#  (d2) staged ahead: a VFIO user that maps 8 MiB into its container before its first access to the
+#      device, as QEMU does: before bus-master enable every page is pinned (pinned_pages and dma_staged_pages grow
+#      by 2048) with no DMA window (dma_windows 0, DMA_LAYOUT ENODATA); the borrow then takes them
+#      (last_borrow: 2048 pages, 2048 of them staged); bus master off unpins them; a second such user
+#      that closes the device without a borrow leaves nothing pinned;
 #  (e) BAR region and interrupts of a device announced with BAR0 at a slot of the BAR window
 #      (FARPASS_BAR_MAPPED), where the lender exposes QEMU's edu (BAR_MAP), and the fake lender's MSI-X
 #      config (64 vectors, table at 0x2000, PBA at 0x3000 of BAR0): region info READ|WRITE|MMAP with
@@ -158,6 +163,37 @@ expect "the VFIO user closed the device" ntb_wait $B 30 "grep -q '^ok' $D/user"
 expect "remove the instances" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U/remove; echo 1 > /sys/bus/mdev/devices/$U9/remove"
 expect "withdraw" fp_client $B withdraw --id 7
 expect "withdraw" fp_client $B withdraw --id 9
+
+echo "# (d2) staged ahead: RAM mapped before the first access to the device"
+T10=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-3 # device 10's slot
+U10=8f7c3ab0-5c6e-4e41-9d3e-0000000000da
+fp_client $B announce --id 10 --lender lender --ntb "$NTB" --bar0 0x4000 --irq-slot 3
+rig_run $B -- "echo $U10 > $T10/create"
+staged0=$(fp_counter $B dma_staged_pages)
+# stage_open NAME: a VFIO user opens device 10, maps 8 MiB, reads its config space, and waits for
+# DIR/NAME.go to borrow.
+stage_open() {
+	rig_run $B -- "$FP_CLIENT vfio-borrow $U10 --id 10 --mb 8 --borrow-at $D/$1.go --then off \
+		</dev/null >$D/$1 2>&1 & echo \$! >$D/$1.pid"
+	expect "$1: 8 MiB mapped, config space read: all 2048 pages pinned before bus-master enable" \
+		ntb_wait $B 60 "test \$(awk '\$1 == \"pinned_pages\" { print \$2 }' $FP_DBG/counters) -eq 2048"
+}
+stage_open staged
+expect_eq "... pinned ahead (dma_staged_pages), in no DMA window (dma_windows)" \
+	"$(($(fp_counter $B dma_staged_pages) - staged0))/$(fp_counter $B dma_windows)" 2048/0
+expect "... DMA_LAYOUT: ENODATA" fp_client $B dma-layout --id 10 --expect ENODATA
+rig_run $B -- "touch $D/staged.go"
+expect "bus master on, then off" ntb_wait $B 60 "grep -qE '^(ok|err)' $D/staged"
+rig_run $B -- "cat $D/staged"
+expect "borrowed: bus master on answered 0, 2048 pages in its window" rig_run $B -- "grep -q 'bm_on=ok .*pinned=2048 ' $D/staged"
+lb=$(rig_run $B -- "cat $FP_DBG/last_borrow")
+expect_eq "last_borrow: 2048 pages, all of them pinned ahead" "$(awk '$1 == "pages" || $1 == "staged_pages" { printf "%s ", $2 }' <<<"$lb")" "2048 2048 "
+expect_eq "bus master off: nothing pinned, no DMA window" "$(fp_counter $B pinned_pages)/$(fp_counter $B dma_windows)" 0/0
+stage_open unborrowed
+rig_run $B -- "kill \$(cat $D/unborrowed.pid)"
+expect "closed without a borrow: nothing pinned" ntb_wait $B 30 "grep -qx 'pinned_pages 0' $FP_DBG/counters"
+expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U10/remove"
+expect "withdraw" fp_client $B withdraw --id 10
 
 echo "# (e) BAR region and interrupts"
 T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-1 # device 8's slot

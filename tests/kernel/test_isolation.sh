@@ -25,7 +25,8 @@
 #      unpinned (its IOMMU mappings gone, the rest still pinned): device 10's window is placed
 #      elsewhere, not on device 9's range.
 #  (12) a VFIO user in a memory cgroup borrowing 512 MiB (its pages charged before): the cgroup's
-#      memory.current grows by the DMA window's page array (1 MiB), less one memcg charge batch at most
+#      memory.current grows, from before it opens the device to its borrow (the array is allocated at
+#      its first access, staged ahead), by the DMA window's page array (1 MiB), less one memcg charge batch at most
 #      (256 KiB); without CAP_IPC_LOCK and with a 1 MiB RLIMIT_MEMLOCK, a borrow of 2 MiB fails with
 #      ENOMEM and leaves nothing pinned.
 #  (9) while 64 processes flood device 9's config region for 8 s (the agent answers each upcall in
@@ -178,7 +179,7 @@ echo "$out"
 # memory.current moves in per-CPU batches of 64 pages (the kernel's MEMCG_CHARGE_BATCH): a batch charged
 # before the first read can pay for part of the array, so its growth may fall short by up to one batch.
 # An array charged to no one leaves it within a batch of 0.
-expect "the borrow charged the cgroup the page array (131072 pointers, 1 MiB) but for one charge batch at most (256 KiB): $(fp_field "$out" charged)" \
+expect "opening and borrowing charged the cgroup the page array (131072 pointers, 1 MiB) but for one charge batch at most (256 KiB): $(fp_field "$out" charged)" \
 	test "$(fp_field "$out" charged)" -ge $((131072 * 8 - 64 * 4096))
 expect "without CAP_IPC_LOCK, 2 MiB beyond a 1 MiB RLIMIT_MEMLOCK: ENOMEM, nothing pinned" \
 	rig_run $B -- "ulimit -l 1024; setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock \
