@@ -19,7 +19,8 @@
 #    before the step's clients started (the clients' own processes included).
 #  - Kernel memory per borrowed GiB: one device borrowed by a VFIO user with BENCH_SCALE_GIB_MB (1024)
 #    MiB mapped, its pages faulted in first: /proc/meminfo of borrower1 and of the lender just before
-#    its bus-master write (--borrow-at) and once borrowed: each field's change, per GiB, and MemFree's
+#    it opens the device (--open-at: the window is staged from its first access after the open,
+#    docs/mdev.md) and once borrowed: each field's change, per GiB, and MemFree's
 #    fall in none of the fields; once given back and the client gone, the kernel fields and that fall
 #    against before it started. Guest RAM pinned is not kernel memory: the VFIO user's pages were
 #    allocated (AnonPages) before the first reading.
@@ -214,10 +215,10 @@ none() {
 line '%s' ""
 # shellcheck disable=SC2034 # read through mp=mp$h below
 mpb=$(meminfo $B) mpl=$(meminfo lender)
-start 0 --mb "$GIB_MB" --borrow-at "$D/go-borrow"
-if wait_out 0 '^(ready|ok|err)' 600 && grep -q '^ready' "$D/scale-0.out"; then
+start 0 --mb "$GIB_MB" --open-at "$D/go-open"
+if wait_out 0 '^(faulted|ok|err)' 600 && grep -q '^faulted' "$D/scale-0.out"; then
 	m0b=$(meminfo $B) m0l=$(meminfo lender)
-	touch "$D/go-borrow"
+	touch "$D/go-open"
 fi
 if borrowed 0 >/dev/null; then
 	m1b=$(meminfo $B) m1l=$(meminfo lender)
@@ -248,7 +249,7 @@ else
 	line '%s' "Kernel memory per borrowed GiB: n/a (the $GIB_MB MiB borrow failed: $(tr '\n' ' ' <"$D/scale-0.out"))"
 	give_back
 fi
-rm -f "$D/go-borrow"
+rm -f "$D/go-open"
 
 line '%s' ""
 line '%s' "L0 load at the end: $(load)"

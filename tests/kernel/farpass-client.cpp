@@ -48,10 +48,11 @@
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
-//   farpass-client vfio-borrow UUID --id N [--mb M] [--when-unpinning | --borrow-at FILE] [--hold-until FILE]
-//                  [--then off|reset]
+//   farpass-client vfio-borrow UUID --id N [--mb M] [--open-at FILE] [--when-unpinning | --borrow-at FILE]
+//                  [--hold-until FILE] [--then off|reset]
 //                  (M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB before the first config access, as
-//                  QEMU maps guest RAM: staged then (docs/mdev.md); with --when-unpinning, print
+//                  QEMU maps guest RAM: staged then (docs/mdev.md); with --open-at, its pages faulted in, print
+//                  "faulted" and wait until FILE exists (at most 300 s) before opening the device; with --when-unpinning, print
 //                  "ready", wait until the debugfs pinned_pages counter falls below its value then (another
 //                  window's teardown is unpinning, its IOMMU mappings gone: 1 ms polls); with --borrow-at,
 //                  print "ready", wait until FILE exists (at most 300 s); bus master on (BORROW), DMA_LAYOUT:
@@ -1163,6 +1164,13 @@ int run_vfio_borrow(const Args &a, int fd)
 	madvise(buf, size, MADV_NOHUGEPAGE);
 	for (uint64_t off = size; off; off -= 4096)
 		buf[off - 4096] = 1;
+	if (a.has("open-at")) {
+		// Faulted in, not yet opened: the caller measures the host before the device costs anything.
+		std::printf("faulted\n");
+		std::fflush(stdout);
+		if (!wait_file(a.str("open-at")))
+			return finish(a, ETIMEDOUT, "open-at");
+	}
 	// From here the cgroup pays only for what opening and borrowing the device cost (the window's page
 	// arrays, allocated at the first access after open or at the borrow).
 	const long long mem0 = cgroup_memory();
