@@ -139,12 +139,6 @@ static int fp_scan_read(void *ctx, u32 off, u32 size, u32 *val)
 }
 
 /*
- * The virtual config space is built at the first config access after open: the header from the
- * announced BARs, the capability chain from the lender's (a few CFG_READ upcalls). Concurrent first
- * accesses wait on scan_lock, at most one upcall timeout (then the device is dead and the rest fails
- * at once).
- */
-/*
  * Ahead of the borrow, at the VFIO user's first access after open (type1 pins only for a device already
  * registered for its unmaps, which open_device is not yet): the RAM it has mapped (QEMU maps it before it
  * opens the device) laid out in its context, pinned by the refill work, so the guest's bus-master write
@@ -177,6 +171,12 @@ static void fp_dma_unstage(struct fp_mdev *fm)
 	mutex_unlock(&fm->dma_lock);
 }
 
+/*
+ * The virtual config space is built at the first config access after open: the header from the
+ * announced BARs, the capability chain from the lender's (a few CFG_READ upcalls). Concurrent first
+ * accesses wait on scan_lock, at most one upcall timeout (then the device is dead and the rest fails
+ * at once). Then the DMA window is staged (fp_dma_stage).
+ */
 void fp_cfg_ready(struct fp_mdev *fm)
 {
 	bool first = false;
