@@ -222,8 +222,9 @@ bench_borrow() {
 	line '%s' "Borrow latency: guest bus-master enable -> device usable, borrower1 debugfs farpass/last_borrow;"
 	line '%s' "local = the same RAM DMA-mapped by vfio-pci in borrower1 (QEMU's VFIO_IOMMU_MAP_DMA calls, kernel time)"
 	line '%s' "(backing: 4k = 4 KiB pages, thp = borrower1's transparent huge pages ($thp_mode), huge = hugetlbfs 2 MiB)"
-	line '%s' "(staged: pages pinned ahead, from QEMU's open of the device; staging: from that open until they were all"
-	line '%s' " pinned; stall: the borrow's total, which the guest waits for, over staging + total)"
+	line '%s' "(staged: pages pinned ahead, from QEMU's first access after opening the device; staging: from that access"
+	line '%s' " until they were all pinned or the borrow took them; stall: the borrow's total, which the guest waits for,"
+	line '%s' " over staging + total)"
 	line '%-6s %-5s %7s %7s %6s %5s %8s %8s %7s %7s %8s %8s %6s %8s %8s %s' RAM backing pages staged runs maps "RAM scan" \
 		staging pin map BORROW total stall local total/local "(ms; maps = IOMMU map calls, each one IOTLB sync)"
 	for mem in "${BORROW_MEMS[@]}"; do
