@@ -22,8 +22,11 @@ build: setup
 	. vm-images/env.sh && meson compile -C $(BUILD) \
 		$$(for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do echo mdev/farpass-$$k.ko tests/kernel/fp_probe_fault-$$k.ko; done)
 
+# Every suite on the default L1 kernel, and the kernel and e2e suites on the other (@other), in two lanes
+# run at once (tests/run-lanes.sh), balanced by their suites' times (docs/rig.md).
+CHECK_LANES := 'unit rig agent libvirt kernel@other e2e@other' 'kernel e2e reliability'
 check: build
-	tests/run-suites.sh unit rig kernel agent libvirt e2e reliability
+	tests/run-lanes.sh $(CHECK_LANES)
 
 check-unit: build
 	tests/run-suites.sh unit

@@ -14,7 +14,7 @@
 # its tests passed/run, L0's 1-minute load at its start and end, the checkout's commit then): `make bench` prints
 # each suite's latest (tests/bench/run.sh).
 # SUITE@SERIES runs the suite's tests on the L1 kernel series SERIES (FARPASS_KERNEL=SERIES, vm-images/env.sh),
-# each with its logs in rig-out/<test>@SERIES.
+# each with its logs in rig-out/<test>@SERIES; SUITE@other, on the other series (FARPASS_KERNEL_OTHER), is named so.
 # usage: tests/run-suites.sh SUITE[@SERIES]...
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,6 +107,9 @@ run_test() {
 for spec in "$@"; do
 	suite=${spec%@*} series=
 	[ "$suite" = "$spec" ] || series=@${spec#*@}
+	if [ "$series" = @other ]; then
+		series=@$(. "$top/vm-images/env.sh" && echo "$FARPASS_KERNEL_OTHER") && spec=$suite$series
+	fi
 	s0=$SECONDS p0=$passed f0=$failed load0=$(cut -d' ' -f1 /proc/loadavg)
 	echo "=== suite $spec"
 	if [ "$suite" = unit ]; then

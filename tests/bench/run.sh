@@ -9,10 +9,11 @@ for b in "$top"/tests/bench/bench_*.sh; do
 	bash "$b" || { r=$? && echo "bench $(basename "$b" .sh) could not measure (rc=$r)"; rc=1; }
 done
 
-# make check's suites (its recipe in the Makefile), each with its latest run that tests/run-suites.sh
-# recorded in this checkout.
+# make check's suites (its lanes in the Makefile, @other resolved as run-suites.sh does), each with its
+# latest run that tests/run-suites.sh recorded in this checkout, and the latest wall time of both lanes.
 times=$top/rig-out/suite-times.tsv
-read -ra suites <<<"$(sed -n '/^check: /{n;s/.*run-suites\.sh //p}' "$top/Makefile")"
+other=$(. "$top/vm-images/env.sh" && echo "$FARPASS_KERNEL_OTHER")
+read -ra suites <<<"$(sed -n "s/^CHECK_LANES := //p" "$top/Makefile" | tr -d "'" | sed "s/@other/@$other/g")"
 echo "=== make check's time per suite: the latest run of each in this checkout ($times)"
 printf '%-12s %8s %10s  %-20s %-16s %s\n' suite seconds passed "ended (UTC)" "L0 load 1 min" commit
 total=0 missing=()
@@ -27,4 +28,10 @@ for s in "${suites[@]}"; do
 	total=$((total + secs))
 done
 echo "sum: $total s ($((total / 60)) min)${missing[*]:+; no run recorded of: ${missing[*]}}"
+if last=$(awk -F'\t' '$2 == "lanes"' "$times" 2>/dev/null | tail -n1) && [ -n "$last" ]; then
+	IFS=$'\t' read -r ended _ secs tests load0 load1 commit <<<"$last"
+	echo "make check's wall time, both lanes at once: $secs s ($((secs / 60)) min), $tests passed, ended $ended, L0 load $load0 -> $load1, $commit"
+else
+	echo "make check's wall time: no run of both lanes recorded"
+fi
 exit $rc

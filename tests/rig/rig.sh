@@ -202,11 +202,18 @@ _rig_kill_stale() {
 
 # ------------------------------------------------------------------------------------ management LAN
 
-# Ports on 127.0.0.1 derived from RIGDIR: two rigs (two test dirs) never share a LAN.
+# Eight UDP ports on 127.0.0.1 (the hub's, then one per VM number), the first free block from one derived
+# from RIGDIR: two rigs at once (two test dirs, make check's two lanes) never share a LAN, even when their
+# directories hash alike.
 _rig_lan_ports() {
-	local h
+	local h i base used
 	h=$(printf '%s' "$RIGDIR" | cksum | cut -d' ' -f1)
-	RIG_HUB_PORT=$((20000 + (h % 2000) * 8))
+	used=$(ss -Hnlu | awk '{ n = split($4, a, ":"); print a[n] }')
+	for ((i = 0; i < 2000; i++)); do
+		base=$((20000 + ((h + i) % 2000) * 8))
+		awk -v b="$base" '$1 >= b && $1 < b + 8 { found = 1 } END { exit !found }' <<<"$used" || break
+	done
+	RIG_HUB_PORT=$base
 }
 
 _rig_start_hub() {
