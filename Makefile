@@ -35,7 +35,7 @@ check-rig: build
 	tests/run-suites.sh rig
 
 # farpass.ko in the rig's L1 hosts, driven by tests/kernel/farpass-client. FARPASS_KERNEL=6.1|6.12 picks
-# the L1 hosts' kernel for the set-up, the build and the tests (default 6.1; docs/rig.md).
+# the L1 hosts' kernel for the set-up, the build and the tests (default 6.12; docs/rig.md).
 check-kernel: build
 	tests/run-suites.sh kernel
 

@@ -25,9 +25,14 @@ timed() {
 
 # The L1 hosts' kernel: a Debian 12 kernel series and the package whose dependency names its current ABI.
 declare -gA FARPASS_KERNEL_META=([6.1]=linux-image-amd64 [6.12]=linux-image-6.12-amd64)
-FARPASS_KERNEL_DEFAULT=6.1
-# The other series: set up and built beside the default, for `make check-other-kernel`.
-FARPASS_KERNEL_OTHER=6.12
+# The default is the newest; the other series is set up and built beside it, and make check runs its
+# kernel and e2e suites too (SUITE@other).
+FARPASS_KERNEL_DEFAULT=6.12
+FARPASS_KERNEL_OTHER=6.1
+# The series whose set-up makes what both share (QEMU, the L1 root, the L2 guest kernel, built from its
+# source) and writes rig.env: 6.1 whatever the default, so the L2 guests and the figures taken in them
+# do not change with the L1 hosts' kernel.
+FARPASS_KERNEL_SHARED=6.1
 export FARPASS_KERNEL=${FARPASS_KERNEL:-$FARPASS_KERNEL_DEFAULT}
 if [ -z "${FARPASS_KERNEL_META[$FARPASS_KERNEL]:-}" ]; then
 	echo "env.sh: FARPASS_KERNEL=$FARPASS_KERNEL is not a rig kernel (${!FARPASS_KERNEL_META[*]})" >&2
@@ -42,9 +47,9 @@ rig_kernel_env() { printf '%s/rig-kernel-%s.env\n' "$FARPASS_CACHE" "$1"; }
 # Versions and artefact paths resolved by `vm-images/setup.sh` (KVER, KDEB_VERSION, QEMU_DEB_VERSION, FARPASS_KIMG,
 # FARPASS_VMLINUX, FARPASS_KO_DIR, FARPASS_L1_INITRD, ...). Written once per set-up so that every script
 # (setup, rig launcher, tests, the L1 command server) uses the same values; absent before the first set-up.
-# rig.env holds the default kernel's; rig-kernel-SERIES.env each kernel's own, which override them.
+# rig.env holds the shared series' (FARPASS_KERNEL_SHARED); rig-kernel-SERIES.env each kernel's own, which override them.
 FARPASS_RIG_ENV=$FARPASS_CACHE/rig.env
-# The L2 guest kernel (setup.sh l2 builds it from the default series' source, so under rig.env's FARPASS_KDIR),
+# The L2 guest kernel (setup.sh l2 builds it from the shared series' source, so under rig.env's FARPASS_KDIR),
 # keyed by what builds it in this checkout (setup.sh's L2_CONFIG, L2_CHECK and build_l2_kernel), so that a
 # checkout with another L2 config boots its own and never replaces the one other checkouts boot. rig.env's
 # FARPASS_L2_KERNEL, which this overrides, is for checkouts older than this key.
@@ -59,7 +64,7 @@ if [ -r "$FARPASS_RIG_ENV" ]; then
 fi
 if [ -r "$(rig_kernel_env "$FARPASS_KERNEL")" ]; then
 	. "$(rig_kernel_env "$FARPASS_KERNEL")"
-elif [ "$FARPASS_KERNEL" != "$FARPASS_KERNEL_DEFAULT" ]; then
+elif [ "$FARPASS_KERNEL" != "$FARPASS_KERNEL_SHARED" ]; then
 	# Not set up: never let the default kernel's paths stand in for it.
 	unset "${FARPASS_KERNEL_VARS[@]}"
 fi

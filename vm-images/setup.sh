@@ -15,7 +15,8 @@
 #
 # FARPASS_KERNEL picks the L1 kernel series (vm-images/env.sh); apt, kernel, modules and l1initrd set up that
 # one (its paths in rig-kernel-SERIES.env). qemu, l2 and rootfs are shared by both series: they always run
-# as the default series (the L2 guest kernel is built from its source), which alone writes rig.env.
+# as the shared series (FARPASS_KERNEL_SHARED: the L2 guest kernel is built from its source), which alone
+# writes rig.env.
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -228,10 +229,10 @@ write_env_file() {
 	mv "$tmp" "$f"
 }
 
-# The series' own file always; rig.env (the default kernel's paths and the shared ones) only as the default.
+# The series' own file always; rig.env (the shared series' paths and the shared artefacts) only as the shared series.
 write_rig_env() {
 	write_env_file "$(rig_kernel_env "$FARPASS_KERNEL")" "${FARPASS_KERNEL_VARS[@]}"
-	if [ "$FARPASS_KERNEL" = "$FARPASS_KERNEL_DEFAULT" ]; then
+	if [ "$FARPASS_KERNEL" = "$FARPASS_KERNEL_SHARED" ]; then
 		# rig.env's L2 kernel is for checkouts older than env.sh's key: the unkeyed file they build and keyed
 		# checkouts never write, so that a keyed set-up never changes the kernel they boot.
 		local FARPASS_L2_KERNEL=$FARPASS_KDIR/l2/vmlinux
@@ -700,11 +701,11 @@ step_debroot() {
 
 # --------------------------------------------------------------------------------------------- main
 
-# A step whose artefacts both kernel series share, run as the default series (in a subshell: the selected
+# A step whose artefacts both kernel series share, run as the shared series (in a subshell: the selected
 # series' paths stay as they are for the steps after it).
 shared_step() {
 	(
-		FARPASS_KERNEL=$FARPASS_KERNEL_DEFAULT KDEB_VERSION=
+		FARPASS_KERNEL=$FARPASS_KERNEL_SHARED KDEB_VERSION=
 		need_kernel
 		"step_$1"
 	)
@@ -726,8 +727,8 @@ main() {
 	local t0=$SECONDS
 	for s in "${steps[@]}"; do
 		SETUP_STEP=$s
-		if [[ $s == @(qemu|l2|rootfs) ]] && [ "$FARPASS_KERNEL" != "$FARPASS_KERNEL_DEFAULT" ]; then
-			timed "setup $s (shared, as $FARPASS_KERNEL_DEFAULT)" shared_step "$s"
+		if [[ $s == @(qemu|l2|rootfs) ]] && [ "$FARPASS_KERNEL" != "$FARPASS_KERNEL_SHARED" ]; then
+			timed "setup $s (shared, as $FARPASS_KERNEL_SHARED)" shared_step "$s"
 		else
 			timed "setup $s" "step_$s"
 		fi
