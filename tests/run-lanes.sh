@@ -25,9 +25,10 @@ for i in 0 1; do
 	pids+=($!)
 done
 
-passed=0 failed=0 flaky=0 rc=0
+passed=0 failed=0 flaky=0 rc=0 status=()
 for i in 0 1; do
-	wait "${pids[i]}" || rc=1
+	wait "${pids[i]}"
+	status+=($?)
 done
 for i in 0 1; do
 	l=${letters[i]} log=$top/rig-out/lane-${letters[i]}.log
@@ -36,6 +37,10 @@ for i in 0 1; do
 	if counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ FLAKY$' "$log" | tail -n1) && [ -n "$counts" ]; then
 		read -r p _ f _ k _ <<<"$counts"
 		passed=$((passed + p)) failed=$((failed + f)) flaky=$((flaky + k))
+		if ((status[i] != 0)); then
+			rc=1
+			((f > 0 || k > 1)) || echo "FAIL lane $l: its run-suites.sh exited with status ${status[i]}"
+		fi
 	else
 		echo "FAIL lane $l: its run-suites.sh ended without its closing counts"
 		failed=$((failed + 1)) rc=1

@@ -8,7 +8,8 @@
 #   - SUITE@other runs on the other kernel series: FARPASS_KERNEL and the rig directory name it, and so
 #     does the suite's line in rig-out/suite-times.tsv;
 #   - the wall time of both lanes is a "lanes" line of rig-out/suite-times.tsv;
-#   - one FLAKY test in each lane (each lane passing) fails the run, saying why;
+#   - one FLAKY test in each lane (each lane passing) fails the run, saying why; a lane that exits
+#     non-zero with no failure in its counts fails it, saying so;
 #   - a rig whose directory's LAN ports (rig.sh) are bound by another takes the next free block of eight.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,6 +65,17 @@ OUT=$(bash "$scratch/tests/run-lanes.sh" left right 2>&1) || RC=$?
 printf '%s\n' "$OUT" | sed 's/^/    /'
 expect_eq "one FLAKY test in each lane, each lane passing: run-lanes' status" "$RC" 1
 expect "... saying why" grep -qx 'FAIL: 2 FLAKY tests over both lanes (at most one is accepted)' <<<"$OUT"
+
+# A lane whose run-suites.sh exits non-zero though its counts show no failure.
+cat >"$scratch/tests/run-suites.sh" <<'SCRIPT'
+printf '=== suite %s: 1 s\n1 passed, 0 failed, 0 FLAKY\n' "$1"
+[ "$1" != right ] || exit 3
+SCRIPT
+RC=0
+OUT=$(bash "$scratch/tests/run-lanes.sh" left right 2>&1) || RC=$?
+printf '%s\n' "$OUT" | sed 's/^/    /'
+expect_eq "a lane exiting 3 with no failure counted: run-lanes' status" "$RC" 1
+expect "... saying so" grep -qx 'FAIL lane B: its run-suites.sh exited with status 3' <<<"$OUT"
 
 # The ports RIGDIR hashes to, held by a stand-in for another rig's hub.
 . "$here/rig.sh"
