@@ -22,6 +22,13 @@ cp "$here/../../vm-images/env.sh" "$scratch/vm-images/"
 . "$here/ntb-lib.sh"
 other=$(. "$here/../../vm-images/env.sh" && echo "$FARPASS_KERNEL_OTHER")
 
+# run_lanes LANE LANE: run-lanes.sh of the scratch tree; its output in OUT (shown indented), its status in RC.
+run_lanes() {
+	RC=0
+	OUT=$(bash "$scratch/tests/run-lanes.sh" "$@" 2>&1) || RC=$?
+	printf '%s\n' "$OUT" | sed 's/^/    /'
+}
+
 # Each lane's test marks its start and waits (at most 20 s) for the other lane's.
 cat >"$scratch/tests/left/test_meet.sh" <<SCRIPT
 echo "kernel=\${FARPASS_KERNEL:-} rigdir=\$(basename "\$RIGDIR")"
@@ -34,9 +41,7 @@ touch "$scratch/right.started"
 for i in \$(seq 200); do [ -e "$scratch/left.started" ] && break; sleep 0.1; done
 printf 'FAIL a check of the right lane; it found:\n  the thing it found\n'; exit 1
 SCRIPT
-RC=0
-OUT=$(bash "$scratch/tests/run-lanes.sh" 'left@other' 'right' 2>&1) || RC=$?
-printf '%s\n' "$OUT" | sed 's/^/    /'
+run_lanes 'left@other' 'right'
 expect "the lanes ran at once: the left lane's test met the right's" grep -qx 'A| ok   met the other lane' <<<"$OUT"
 expect "the right lane's lines behind B" grep -qx 'B| FAIL a check of the right lane; it found:' <<<"$OUT"
 expect "... and in rig-out/lane-B.log" grep -qx 'FAIL a check of the right lane; it found:' "$scratch/rig-out/lane-B.log"
@@ -60,9 +65,7 @@ cat >"$scratch/tests/run-suites.sh" <<'SCRIPT'
 echo "=== suite $1: 1 s"
 printf 'FLAKY (passed only on a rerun after an L1 kernel hang): %s/test_x\n1 passed, 0 failed, 1 FLAKY\n' "$1"
 SCRIPT
-RC=0
-OUT=$(bash "$scratch/tests/run-lanes.sh" left right 2>&1) || RC=$?
-printf '%s\n' "$OUT" | sed 's/^/    /'
+run_lanes left right
 expect_eq "one FLAKY test in each lane, each lane passing: run-lanes' status" "$RC" 1
 expect "... saying why" grep -qx 'FAIL: 2 FLAKY tests over both lanes (at most one is accepted)' <<<"$OUT"
 
@@ -71,9 +74,7 @@ cat >"$scratch/tests/run-suites.sh" <<'SCRIPT'
 printf '=== suite %s: 1 s\n1 passed, 0 failed, 0 FLAKY\n' "$1"
 [ "$1" != right ] || exit 3
 SCRIPT
-RC=0
-OUT=$(bash "$scratch/tests/run-lanes.sh" left right 2>&1) || RC=$?
-printf '%s\n' "$OUT" | sed 's/^/    /'
+run_lanes left right
 expect_eq "a lane exiting 3 with no failure counted: run-lanes' status" "$RC" 1
 expect "... saying so" grep -qx 'FAIL lane B: its run-suites.sh exited with status 3' <<<"$OUT"
 
