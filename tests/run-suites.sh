@@ -2,7 +2,7 @@
 # Run test suites: every tests/<suite>/test_*.sh (and, for "unit", meson's tests), one at a time.
 # Prints each test's result and duration, each suite's duration, and a closing "N passed, N failed"
 # after the failed tests, each with its first three FAIL lines and the lines each printed after it (what a
-# check found, as expect_klog_clean's offending log lines: at most six).
+# check found, as expect_klog_clean's offending log lines: at most six), or a test's last six lines if no check failed.
 # A failed test whose rig shows, in the text its VMs wrote during that attempt, an L1 kernel hang that is
 # not ours (tests/rig/l1-hang.sh: l1_hang_verdict) runs once more; the first attempt's logs stay in
 # rig-out/<test>.hang. A test that passes only on its rerun is FLAKY: the summary lists it, and more than
@@ -98,6 +98,8 @@ run_test() {
 		checks=$(awk '/^FAIL/ { if (++n > 3) exit; more = 6; print "    " $0; next }
 			/^(ok|PASS|SKIP) / { more = 0; next }
 			more > 0 { more--; print "      " $0 }' "$out")
+		# A test that stopped before any check failed (a missing build, a rig that did not come up): its last lines.
+		[ -n "$checks" ] || checks=$(tail -n 6 "$out" | sed 's/^/    /')
 		failures+=("$name${checks:+$'\n'$checks}")
 		echo "FAIL $name ($((SECONDS - t0)) s, rc=$rc$note)"
 	fi

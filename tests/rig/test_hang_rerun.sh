@@ -14,7 +14,7 @@
 #   - one FLAKY test leaves the run passing; two fail it, saying why;
 #   - the suite's line in rig-out/suite-times.tsv counts its tests passed and run;
 #   - the closing summary lists a failed test with its FAIL line, and the lines a failed check printed
-#     after it (up to the next check's line).
+#     after it (up to the next check's line); a test that failed with no failed check, its last lines.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d)
@@ -154,6 +154,17 @@ expect_eq "the closing summary gives the lines a failed check printed after its 
     FAIL lender: kernel log is clean; it has:
       [    1.0] WARNING: one
       [    2.0] two
+0 passed, 1 failed, 0 FLAKY"
+
+# A test that stops before any check, as one whose module is not built does.
+fresh
+printf '%s\n' "echo 'ok   a check that passed'" "echo 'build/mdev/farpass-6.12.ko is older than mdev/dmawin.c: run make build'" \
+	'exit 1' >"$scratch/tests/fake/test_o_early.sh"
+run
+expect_eq "the closing summary gives a test that failed with no failed check its last lines" \
+	"$(grep -x -A3 'failed: fake/test_o_early' <<<"$OUT")" "failed: fake/test_o_early
+    ok   a check that passed
+    build/mdev/farpass-6.12.ko is older than mdev/dmawin.c: run make build
 0 passed, 1 failed, 0 FLAKY"
 
 # One FLAKY test in a run that otherwise passes: the run passes; two FLAKY tests fail it.
