@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run test suites in two lanes at once, each lane one tests/run-suites.sh of its suites in order: two rigs
-# at once is what a 2-core machine runs well (docs/rig.md), and each test has its own rig directory and
-# LAN ports. Every line a lane prints is shown as it comes behind its lane's letter ("A| "), and kept in
+# at once is the most a 2-core machine takes (docs/rig.md: 65 minutes for ~88 of suites), and each test
+# has its own rig directory and LAN ports. Every line a lane prints is shown as it comes behind its lane's letter ("A| "), and kept in
 # rig-out/lane-LETTER.log. Once both have ended: each lane's closing summary (what its run-suites printed
 # after its last suite: the failed tests with their checks, the FLAKY ones, its counts), the counts over
 # both lanes and the wall time, also appended to rig-out/suite-times.tsv as suite "lanes". The run fails if
