@@ -27,7 +27,7 @@ for s in "${suites[@]}"; do
 	printf '%-12s %8s %10s  %-20s %-16s %s\n' "$s" "$secs" "$tests" "$ended" "$load0 -> $load1" "$commit"
 	total=$((total + secs))
 done
-echo "sum: $total s ($((total / 60)) min)${missing[*]:+; no run recorded of: ${missing[*]}}"
+echo "sum: $total s ($((total / 60)) min, each suite timed beside the other lane's)${missing[*]:+; no run recorded of: ${missing[*]}}"
 if last=$(awk -F'\t' '$2 == "lanes"' "$times" 2>/dev/null | tail -n1) && [ -n "$last" ]; then
 	IFS=$'\t' read -r ended _ secs tests load0 load1 commit <<<"$last"
 	echo "make check's wall time, both lanes at once: $secs s ($((secs / 60)) min), $tests passed, ended $ended, L0 load $load0 -> $load1, $commit"
