@@ -117,6 +117,24 @@ static bool fp_pinned_next(const struct fp_dmawin *w, int i, u64 from, bool run,
 	return true;
 }
 
+/* The next pages of @w's slot @i not pinned, at or after @from: [*a, *b). */
+static bool fp_unpinned_next(const struct fp_dmawin *w, int i, u64 from, u64 *a, u64 *b)
+{
+	struct page **p = w->pages[i];
+	u64 n = fp_slot_pages(&w->layout.slots[i]);
+	u64 k;
+
+	while (from < n && p[from])
+		from++;
+	if (from == n)
+		return false;
+	for (k = from + 1; k < n && !p[k]; k++)
+		;
+	*a = from;
+	*b = k;
+	return true;
+}
+
 static bool fp_run_next(const struct fp_dmawin *w, int i, u64 from, u64 *rs, u64 *re)
 {
 	return fp_pinned_next(w, i, from, true, rs, re);
@@ -219,19 +237,13 @@ static int fp_dmawin_alloc_pages(struct fp_dmawin *w)
 /* Pin the pages of slot @i not pinned yet (a staged window's missing ones, or all of them). */
 static int fp_pin_missing(struct fp_dmawin *w, int i)
 {
-	u64 n = fp_slot_pages(&w->layout.slots[i]), a, b;
+	u64 a, b;
 	int ret;
 
-	for (a = 0; a < n; a = b) {
-		while (a < n && w->pages[i][a])
-			a++;
-		for (b = a; b < n && !w->pages[i][b]; b++)
-			;
-		if (a < b) {
-			ret = fp_pin(w, i, a, b);
-			if (ret)
-				return ret;
-		}
+	for (a = 0; fp_unpinned_next(w, i, a, &a, &b); a = b) {
+		ret = fp_pin(w, i, a, b);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -766,7 +778,7 @@ static int fp_refill_run(struct fp_dmawin *w, int i, u64 from, u64 to)
 long fp_dmawin_refill(struct fp_dmawin *w, u64 budget, bool *more)
 {
 	struct fp_ramscan scan = { .probe = fp_dmawin_probe, .ctx = w->vdev };
-	u64 a, b, n, gpa, rs, re, from, total = 0;
+	u64 a, b, gpa, rs, re, from, total = 0;
 	int i, ret;
 
 	*more = false;
@@ -774,12 +786,7 @@ long fp_dmawin_refill(struct fp_dmawin *w, u64 budget, bool *more)
 		total += fp_slot_pages(&w->layout.slots[i]);
 	for (i = 0; i < w->layout.nr && !*more; i++) {
 		gpa = w->layout.slots[i].gpa;
-		n = fp_slot_pages(&w->layout.slots[i]);
-		for (a = 0; a < n && !*more; a = b + 1) {
-			while (a < n && w->pages[i][a])
-				a++;
-			for (b = a; b < n && !w->pages[i][b]; b++)
-				;
+		for (a = 0; !*more && fp_unpinned_next(w, i, a, &a, &b); a = b) {
 			/* [a, b): not pinned. What of it is mapped again? */
 			for (from = gpa + (a << PAGE_SHIFT);
 			     (ret = fp_ramscan_next(&scan, from, gpa + (b << PAGE_SHIFT), &rs, &re)) > 0; from = re) {
