@@ -98,8 +98,8 @@ struct fp_borrow_stat {
 	u64 upcall_ns;		/* the BORROW upcall: the agents map the lender's side */
 	u64 total_ns;		/* all of it, with the interrupt bridge and the SET_IRQS upcall */
 	u64 pages;		/* guest pages pinned */
-	u64 staged_pages;	/* ... of them pinned ahead, since the VFIO user opened the device */
-	u64 stage_ns;		/* from its open until they were all pinned (or until the borrow) */
+	u64 staged_pages;	/* ... of them pinned ahead, from the VFIO user's first access after open */
+	u64 stage_ns;		/* from that access until they were all pinned (or until the borrow) */
 };
 
 void fp_borrow_record(const struct fp_borrow_stat *st);

@@ -11,7 +11,7 @@
 #    RAM in 4 KiB pages, transparent huge pages and hugetlbfs pages, booted one after another, from
 #    borrower1's debugfs farpass/last_borrow: each step's time, with pinning and IOMMU mapping apart,
 #    the physically contiguous runs mapped and the IOMMU map calls (each ends with one IOTLB sync); the
-#    pages pinned ahead since QEMU opened the device and how long that took, and the borrow's share of
+#    pages pinned ahead from QEMU's first access after opening the device and how long that took, and the borrow's share of
 #    staging + borrow (the guest's stall);
 #    beside each, the kernel time local vfio-pci takes in borrower1 to pin and map the same RAM.
 # Plots beside figures.txt in rig-out/bench_remote_nvme/ (tests/bench/plot-lib.sh), each from the table

@@ -52,14 +52,14 @@
 //                  [--hold-until FILE] [--then off|reset]
 //                  (M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB before the first config access, as
 //                  QEMU maps guest RAM: staged then (docs/mdev.md); with --open-at, its pages faulted in, print
-//                  "faulted" and wait until FILE exists (at most 300 s) before opening the device; with --when-unpinning, print
-//                  "ready", wait until the debugfs pinned_pages counter falls below its value then (another
-//                  window's teardown is unpinning, its IOMMU mappings gone: 1 ms polls); with --borrow-at,
+//                  "faulted" and wait until FILE exists (at most 300 s) before opening the device; with
+//                  --when-unpinning, print "ready", wait until the debugfs pinned_pages counter falls below its
+//                  value then (another window's teardown is unpinning, its IOMMU mappings gone: 1 ms polls); with
+//                  --borrow-at,
 //                  print "ready", wait until FILE exists (at most 300 s); bus master on (BORROW), DMA_LAYOUT:
 //                  "bm_on= bm_ms= pinned_all=(debugfs pinned_pages counter then) offset=SLOT0'S-WINDOW-OFFSET
-//                  pinned= charged=(growth of the cgroup's memory.current from before the device's open to after bus
-//                  master on, its buffer's pages already charged, bytes; -1:
-//                  no cgroup v2)"
+//                  pinned= charged=(growth of the cgroup's memory.current from before the device's open to after
+//                  bus master on, its buffer's pages already charged, bytes; -1: no cgroup v2)"
 //                  (with --hold-until also at once, as
 //                  "borrowed ..."); then (once FILE exists, at most 300 s) bus
 //                  master off (RETURN) or VFIO_DEVICE_RESET: "then= then_ms="; then close; the buffer's
