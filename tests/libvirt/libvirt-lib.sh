@@ -149,14 +149,38 @@ lv_virsh() {
 	rig_run "$vm" --timeout 120 -- "$LV_VIRSH $*"
 }
 
+# lv_expect_type VM [PCI]: a check that VM's agent announced the lender's device PCI (lv_type), whose
+# type it leaves in LV_TYPE; failing, why follows its FAIL line.
+lv_expect_type() {
+	local why
+	if LV_TYPE=$(lv_type "$@" 2>"$RIGDIR/lv_type.err"); then
+		printf 'ok   %s: lender %s announced, mdev type %s\n' "$1" "${2:-$LENDER_NVME}" "$LV_TYPE"
+	else
+		printf 'FAIL %s: lender %s announced, with a slot in its status\n' "$1" "${2:-$LENDER_NVME}"
+		cat "$RIGDIR/lv_type.err"
+		return 1
+	fi
+}
+
 lv_mdev_exists() { rig_run "$1" -- "test -e /sys/bus/mdev/devices/$2"; }
 
 # lv_type VM [PCI]: the farpass type of the lender's device PCI (default its NVMe) on VM's NTB (its
-# lender's slot), once announced (waits up to 60 s).
+# lender's slot), once announced (waits up to 60 s). Fails saying why on stderr: not announced (the
+# agent's last warnings follow), or no slot for it in the agent's status (which follows).
 lv_type() {
-	local vm=$1 pci=${2:-$LENDER_NVME} slot
-	ag_wait_log "$vm" 60 "announced lender $pci" || return 1
-	slot=$(ag_ctl "$vm" --json status | jq -r ".remote_devices[] | select(.pci == \"$pci\") | .slot")
+	local vm=$1 pci=${2:-$LENDER_NVME} status slot
+	if ! ag_wait_log "$vm" 60 "announced lender $pci"; then
+		echo "lv_type: $vm's agent did not announce lender $pci within 60 s; its last warnings and errors:" >&2
+		ag_log "$vm" | grep -E '^<[0-4]>' | tail -n 5 >&2
+		return 1
+	fi
+	status=$(ag_ctl "$vm" --json status 2>&1) || true
+	slot=$(jq -r ".remote_devices[] | select(.pci == \"$pci\") | .slot" <<<"$status" 2>/dev/null) || true
+	if ! [[ $slot =~ ^[0-9]+$ ]]; then
+		echo "lv_type: $vm's agent announced lender $pci, but its status gives no slot for it:" >&2
+		head -c 2000 <<<"$status" >&2
+		return 1
+	fi
 	echo "ntb_hw_epf-farpass-lender-$slot"
 }
 

@@ -75,12 +75,16 @@ for b in $B1 $B2; do
 	e2e_slow_upcalls "$b"
 	lv_libvirtd_up "$b" --guests
 done
-T=$(lv_type $B1)
+lv_expect_type $B1
+T=$LV_TYPE
 U=$(ag_ctl $B1 mdev-uuid "$T")
-expect_eq "borrower2 knows the NVMe by the same UUID" "$(ag_ctl $B2 mdev-uuid "$(lv_type $B2)")" "$U"
-TN=$(lv_type $B1 $NIC)
+lv_expect_type $B2
+expect_eq "borrower2 knows the NVMe by the same UUID" "$(ag_ctl $B2 mdev-uuid "$LV_TYPE")" "$U"
+lv_expect_type $B1 $NIC
+TN=$LV_TYPE
 UN=$(ag_ctl $B1 mdev-uuid "$TN")
-expect_eq "borrower2 knows the NIC by the same UUID" "$(ag_ctl $B2 mdev-uuid "$(lv_type $B2 $NIC)")" "$UN"
+lv_expect_type $B2 $NIC
+expect_eq "borrower2 knows the NIC by the same UUID" "$(ag_ctl $B2 mdev-uuid "$LV_TYPE")" "$UN"
 lv_note "lender's NVMe and NIC lent: mdev types $T, $TN"
 
 # lender_borrowers: each device the lender lends and its borrower (null: free).

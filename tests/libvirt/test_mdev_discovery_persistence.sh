@@ -26,7 +26,8 @@ ag_lender_up ", \"peers\": [$(ag_peer_entry $B)]"
 B_CONF=", \"poll_ms\": 1000, \"peers\": [$(ag_peer_entry lender "$NTB")]"
 lv_host_up $B "$B_CONF"
 lv_libvirtd_up $B
-T=$(lv_type $B)
+lv_expect_type $B
+T=$LV_TYPE
 U=$(ag_ctl $B mdev-uuid "$T")
 echo "type $T, UUID $U"
 
