@@ -6,7 +6,7 @@
  * type1's VFIO_IOMMU_UNMAP_DMA calls .dma_unmap of each emulated-IOMMU device in the container in
  * turn, with its own lock dropped, then looks again: if a page of the range is pinned by then, it
  * calls all of them again, and after 10 such rounds it BUG()s. An instance's refill (pinning what the
- * VFIO user mapped again after an unmap, mdev.c) could pin in that range while type1 is still telling
+ * VFIO user mapped again after an unmap, vfio_dma.c) could pin in that range while type1 is still telling
  * a sibling instance about the same unmap — a large window's teardown takes long — and did, every
  * round. So a refill waits while any instance of its VFIO user is inside .dma_unmap, and for a quiet
  * time after the last one left (type1's second look follows at once).

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * instance.h - one mdev instance (struct fp_mdev) shared by the VFIO device (mdev.c) and its BAR
- * regions (bar.c).
+ * instance.h - one mdev instance (struct fp_mdev) and what its parts call of each other: the VFIO
+ * device and mdev driver (mdev.c), its upcalls and state (instance.c), config region (vfio_cfg.c),
+ * borrow and return (borrow.c), interrupts (vfio_irq.c), DMA window (vfio_dma.c), BAR regions (bar.c).
  */
 #ifndef FARPASS_INSTANCE_H
 #define FARPASS_INSTANCE_H
@@ -18,6 +19,7 @@
 struct eventfd_ctx;
 struct fp_dmauser;
 struct fp_dmawin;
+struct fp_irq_target_ops;
 struct fp_link;
 struct inode;
 struct page;
@@ -87,10 +89,49 @@ static inline struct fp_mdev *fp_mdev_of(struct vfio_device *vdev)
 	return container_of(vdev, struct fp_mdev, vdev);
 }
 
+/* Surprise-removed (the agent did not answer, or the lease was revoked) until the next open. */
+static inline bool fp_dead(struct fp_mdev *fm)
+{
+	return READ_ONCE(fm->dead);
+}
+
 /* mdev.c: the driver of every link's mdev parent (registered by types.c). */
 extern struct mdev_driver fp_mdev_driver;
-/* mdev.c: build the virtual config space at the first access after open (takes scan_lock). */
+
+/* instance.c */
+/* Signal the ERR or REQ eventfd in *@trigger, if set (state_lock). */
+void fp_signal(struct fp_mdev *fm, struct eventfd_ctx *const *trigger);
+/* One upcall for this instance: -ENODEV at once if dead; no answer makes it dead. */
+int fp_call(struct fp_mdev *fm, u32 op, u64 arg0, u64 arg1, u64 arg2, u64 *out);
+/* A forwarded config piece to the lender (CFG_READ or CFG_WRITE upcall). */
+int fp_cfg_upcall(struct fp_mdev *fm, const struct fp_cfg_piece *p, u8 *buf, bool write);
+/* Build the virtual config space at the first access after open (takes scan_lock), then stage DMA. */
 void fp_cfg_ready(struct fp_mdev *fm);
+
+/* vfio_cfg.c: a config region access of @count bytes at @off; bytes done or -errno. */
+ssize_t fp_cfg_access(struct fp_mdev *fm, u8 *buf, u32 count, u32 off, bool write);
+
+/* borrow.c; each with bm_lock held. */
+int fp_borrow(struct fp_mdev *fm);
+void fp_return(struct fp_mdev *fm);
+/* Forget the config writes kept from before the borrow (reset, close). */
+void fp_cfg_pend_drop(struct fp_mdev *fm);
+
+/* vfio_irq.c */
+extern const struct fp_irq_target_ops fp_irq_target;	/* the bridge's deliveries to an instance */
+int fp_vfio_irq_info(struct fp_mdev *fm, unsigned long arg);
+int fp_vfio_set_irqs(struct fp_mdev *fm, unsigned long arg);
+/* bm_lock held: INTx/MSI/MSI-X off locally; the lender told how many vectors to arm (if borrowed). */
+void fp_irq_disable(struct fp_mdev *fm);
+int fp_irq_upcall(struct fp_mdev *fm, int index, u32 count);
+
+/* vfio_dma.c */
+void fp_dma_stage(struct fp_mdev *fm);
+void fp_dma_unstage(struct fp_mdev *fm);
+/* The DMA window goes; its range stays quarantined unless @returned (the lender confirmed). */
+void fp_dma_destroy(struct fp_mdev *fm, bool returned);
+void fp_refill_work(struct work_struct *work);		/* fm->refill */
+void fp_vfio_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length);	/* vfio_device_ops */
 
 /* bar.c: the BAR regions. */
 /* ANNOUNCE (fp_lock): @desc's BAR slots in @link's BAR window, apart from every other slot there. */

@@ -3,8 +3,9 @@
  * farpass.ko - pass a PCIe device of another host, reached through an NTB, to a local VM as an mdev.
  *
  * main.c: module init/exit and the global state (fp.h). The other parts: ntb.c (NTB client, link
- * control protocol), mdev.c (mdev parent, types, VFIO devices), chardev.c (/dev/farpass for the agent),
- * counters.c (debugfs), proto.c (pure logic shared with the unit tests).
+ * control protocol), types.c (mdev parent, types), mdev.c (the VFIO devices, with the files instance.h
+ * names), chardev.c (/dev/farpass for the agent), counters.c (debugfs), proto.c (pure logic shared with
+ * the unit tests).
  */
 #include <linux/module.h>
 

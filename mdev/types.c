@@ -3,7 +3,7 @@
  * types.c - the borrower role's devices: an mdev parent on each NTB's PCI device (libvirt's nodedev
  * only accepts PCI/css/ap parents) with one mdev type per slot of the lender at the link's other end
  * (FARPASS_IRQ_SLOTS of them); ANNOUNCE puts a remote device in its slot's type, WITHDRAW takes it out.
- * The instances and their VFIO devices are mdev.c's.
+ * The instances and their VFIO devices are mdev.c's (and the files instance.h names).
  *
  * Linux 6.1 and 6.12 register all of a parent's types at mdev_register_parent() (an array of struct
  * mdev_type) and cannot add or remove one later; registering again removes the parent's instances,

@@ -14,6 +14,6 @@ void fp_mdev_exit(void);
 /* Validated by the caller (chardev.c). */
 int fp_device_announce(const struct farpass_announce *desc);
 int fp_device_withdraw(u32 device_id);
-int fp_device_revoke(u32 device_id, u32 *flags);	/* mdev.c */
+int fp_device_revoke(u32 device_id, u32 *flags);	/* instance.c */
 
 #endif /* FARPASS_TYPES_H */
