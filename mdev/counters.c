@@ -81,6 +81,7 @@ static const char *const fp_counter_names[FP_C_NR] = {
 	[FP_C_DMA_LENDER_PEERS]	= "dma_lender_peers",
 	[FP_C_IRQ_RESENT]	= "irq_resent",
 	[FP_C_DMA_STAGED]	= "dma_staged_pages",
+	[FP_C_PINNED_HUGE]	= "dma_held_pages",
 };
 
 static int counters_show(struct seq_file *s, void *unused)

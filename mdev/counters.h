@@ -74,6 +74,7 @@ enum fp_counter {
 	FP_C_DMA_LENDER_PEERS,	/* G ... and peer BARs on the same link, listed for the lender to map */
 	FP_C_IRQ_RESENT,	/* E armed MSI/MSI-X vectors signalled again when their link came back */
 	FP_C_DMA_STAGED,	/* E guest pages pinned ahead of a borrow (a window staged at open) */
+	FP_C_PINNED_HUGE,	/* G of pinned_pages: held by the pins of their hugetlb page's ends */
 	FP_C_NR
 };
 

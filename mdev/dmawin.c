@@ -15,6 +15,11 @@
  * of it) with one IOMMU call and one IOTLB sync, each run in it its own mappings (iommu_map_sg); the
  * release unmaps every stretch, then flushes once, then unpins.
  *
+ * Huge pages: where a 2 MiB block of guest RAM is one hugetlb page, only its first and last 4 KiB
+ * pages are pinned (vfio_pin_pages); they hold the whole folio, and the pages between are "held"
+ * (held[] set, accounted to the VFIO user's locked_vm here as type1 accounts its pins). A held page
+ * goes only with its whole block (fp_huge_widen()), never while an anchor of its block stays.
+ *
  * Staged (docs/mdev.md "The DMA window"): after open, a window laid out for the RAM the VFIO user has
  * mapped, its page arrays allocated, on no list and mapped nowhere; the refill pins it in the
  * background. A borrow whose layout is the same takes its pages and pins only what is still missing.
@@ -44,6 +49,8 @@
 /* offset == GPA mod 2 MiB: low memory an identity map, huge IOMMU pages possible on both sides. */
 #define FP_DMAWIN_RANGE_ALIGN	SZ_2M
 #define FP_DMAWIN_PROT		(IOMMU_READ | IOMMU_WRITE)
+/* Guest pages of a 2 MiB block (GPA-aligned), which a hugetlb page may hold whole. */
+#define FP_HUGE_PAGES		(SZ_2M >> PAGE_SHIFT)
 
 struct fp_dmawin {
 	struct list_head node;		/* in fp_dmawins, ascending base per link; fp_dmawin_lock */
@@ -59,6 +66,8 @@ struct fp_dmawin {
 	u64 staged_at;			/* staged: when it was laid out (ktime ns) */
 	u64 staged_ns;			/* caller's dma_lock: from staged_at until every page was pinned, 0 not yet */
 	struct page **pages[FP_WIN_MAX_SLOTS];	/* per slot page; NULL = not pinned; caller's dma_lock */
+	unsigned long *held[FP_WIN_MAX_SLOTS];	/* per slot page: held by its huge page's pins; as pages */
+	struct mm_struct *mm;		/* the VFIO user's (mmgrab), charged for the held pages; NULL: none */
 	atomic64_t pinned;		/* pages pinned now (DMA_LAYOUT reads it without dma_lock) */
 	bool quarantined;		/* fp_dmawin_lock: no pages, the lender may still map the range */
 	struct fp_dmawin_peer peers[FP_DMAWIN_MAX_PEERS];	/* immutable once on the list */
@@ -69,6 +78,14 @@ struct fp_dmawin {
 
 static DEFINE_MUTEX(fp_dmawin_lock);
 static LIST_HEAD(fp_dmawins);
+
+/* @w (its pages let go), or NULL. */
+static void fp_dmawin_free(struct fp_dmawin *w)
+{
+	if (w && w->mm)
+		mmdrop(w->mm);
+	kfree(w);
+}
 
 /*
  * ramscan's probe: can one page be pinned for read and write? -EINVAL/-EPERM mean a hole, and so does
@@ -161,45 +178,155 @@ static void fp_run_unmap(struct fp_dmawin *w, int i, u64 rs, u64 re)
 	fp_xwin_unmap(w->link, FARPASS_MW_DMA, fp_run_off(w, i, rs), (re - rs) << PAGE_SHIFT);
 }
 
-/* Unpin the pinned pages of slot @i in [from, to), in batches of contiguous IOVAs. */
+/*
+ * The held pages' charge to the VFIO user's locked_vm (@pages < 0: uncharged). Its RLIMIT_MEMLOCK was
+ * checked for the whole layout when the window was made (fp_dmawin_memlock_check()); an exited user
+ * has nothing left to charge.
+ */
+static void fp_huge_account(struct fp_dmawin *w, long pages)
+{
+	if (!pages || !w->mm || !mmget_not_zero(w->mm))
+		return;
+	mmap_write_lock(w->mm);
+	__account_locked_vm(w->mm, abs(pages), pages > 0, current, true);
+	mmap_write_unlock(w->mm);
+	mmput(w->mm);
+}
+
+/*
+ * Does page @k of slot @i lie in a block of held pages? Its first page in *@start if so. The second
+ * page of a block is held exactly while the block is (its anchors, the first and last, are pinned).
+ */
+static bool fp_huge_block_of(const struct fp_dmawin *w, int i, u64 k, u64 *start)
+{
+	u64 g0 = w->layout.slots[i].gpa >> PAGE_SHIFT;
+	u64 s = round_down(g0 + k, FP_HUGE_PAGES);
+
+	if (s < g0 || s - g0 + FP_HUGE_PAGES > fp_slot_pages(&w->layout.slots[i]))
+		return false;
+	*start = s - g0;
+	return test_bit(*start + 1, w->held[i]);
+}
+
+/* [*a, *b) of slot @i grown to whole blocks of held pages where it cuts one. */
+static void fp_huge_widen(const struct fp_dmawin *w, int i, u64 *a, u64 *b)
+{
+	u64 start;
+
+	if (*a < *b && fp_huge_block_of(w, i, *a, &start))
+		*a = start;
+	if (*a < *b && fp_huge_block_of(w, i, *b - 1, &start))
+		*b = start + FP_HUGE_PAGES;
+}
+
+/*
+ * Unpin the pinned pages of slot @i in [from, to), in batches of contiguous IOVAs; held pages are let
+ * go with them. The range cuts no block of held pages (fp_huge_widen()).
+ */
 static void fp_unpin(struct fp_dmawin *w, int i, u64 from, u64 to)
 {
 	struct page **p = w->pages[i];
+	unsigned long *held = w->held[i];
 	u64 gpa = w->layout.slots[i].gpa;
-	u64 k, n;
+	u64 k, n, nr_held = 0;
 
 	for (k = from; k < to; k += n) {
 		if (!p[k]) {
 			n = 1;
 			continue;
 		}
-		for (n = 1; k + n < to && p[k + n] && n < VFIO_PIN_PAGES_MAX_ENTRIES; n++)
-			;
-		vfio_unpin_pages(w->vdev, gpa + (k << PAGE_SHIFT), n);
+		if (test_bit(k, held)) {
+			for (n = 1; k + n < to && p[k + n] && test_bit(k + n, held); n++)
+				;
+			bitmap_clear(held, k, n);
+			nr_held += n;
+		} else {
+			for (n = 1; k + n < to && p[k + n] && !test_bit(k + n, held) &&
+				    n < VFIO_PIN_PAGES_MAX_ENTRIES; n++)
+				;
+			vfio_unpin_pages(w->vdev, gpa + (k << PAGE_SHIFT), n);
+		}
 		memset(&p[k], 0, n * sizeof(*p));
 		atomic64_sub(n, &w->pinned);
 		fp_count(FP_C_PINNED_PAGES, -(long long)n);
 	}
+	fp_count(FP_C_PINNED_HUGE, -(long long)nr_held);
+	fp_huge_account(w, -(long)nr_held);
 }
 
-/* Pin the (unpinned) pages [from, to) of slot @i in batches; on failure none of them stays pinned. */
+/* vfio_pin_pages() of [from, to) of slot @i (at most VFIO_PIN_PAGES_MAX_ENTRIES): all or none. */
+static int fp_pin_batch(struct fp_dmawin *w, int i, u64 from, u64 to)
+{
+	int ret = vfio_pin_pages(w->vdev, w->layout.slots[i].gpa + (from << PAGE_SHIFT), to - from,
+				 FP_DMAWIN_PROT, &w->pages[i][from]);
+
+	/* On failure vfio_pin_pages() unwound its own batch (and cleared its entries). */
+	if (ret != to - from)
+		return ret < 0 ? ret : -EFAULT;
+	atomic64_add(to - from, &w->pinned);
+	fp_count(FP_C_PINNED_PAGES, to - from);
+	return 0;
+}
+
+/*
+ * With the first page of a whole block [k, k + FP_HUGE_PAGES) of slot @i pinned: if it is part of a
+ * hugetlb page, pin the block's last page, and if both are the ends of 2 MiB of that page, hold the
+ * pages between through them; returns how many were held (0: none, the block is pinned page by page).
+ * A VFIO user that mapped something else between two such ends gives its device pages of the hugetlb
+ * page it has mapped (hugetlb maps its pages whole), pinned by us.
+ */
+static long fp_huge_hold(struct fp_dmawin *w, int i, u64 k)
+{
+	struct page **p = &w->pages[i][k];
+	const u64 last = FP_HUGE_PAGES - 1;
+	struct folio *folio = page_folio(p[0]);
+	u64 j;
+
+	if (!w->mm || !folio_test_hugetlb(folio) || fp_pin_batch(w, i, k + last, k + last + 1))
+		return 0;
+	if (page_folio(p[last]) != folio || page_to_pfn(p[last]) - page_to_pfn(p[0]) != last)
+		return 0;
+	for (j = 1; j < last; j++)
+		p[j] = nth_page(p[0], j);
+	bitmap_set(w->held[i], k + 1, last - 1);
+	atomic64_add(last - 1, &w->pinned);
+	fp_count(FP_C_PINNED_PAGES, last - 1);
+	fp_count(FP_C_PINNED_HUGE, last - 1);
+	return last - 1;
+}
+
+/*
+ * Pin the (unpinned) pages [from, to) of slot @i, a GPA-aligned 2 MiB block at a time: the whole
+ * blocks backed by a hugetlb page through their two ends (fp_huge_hold()), the rest in batches. On
+ * failure none of them stays pinned.
+ */
 static int fp_pin(struct fp_dmawin *w, int i, u64 from, u64 to)
 {
-	u64 gpa = w->layout.slots[i].gpa, k;
-	int batch, ret;
+	u64 g0 = w->layout.slots[i].gpa >> PAGE_SHIFT, k, end, rest;
+	long held = 0, n;
+	int ret = 0;
 
-	for (k = from; k < to; k += batch) {
-		batch = min_t(u64, to - k, VFIO_PIN_PAGES_MAX_ENTRIES);
-		ret = vfio_pin_pages(w->vdev, gpa + (k << PAGE_SHIFT), batch, FP_DMAWIN_PROT, &w->pages[i][k]);
-		if (ret != batch) {
-			/* vfio_pin_pages() unwound its own batch (and cleared its entries). */
-			fp_unpin(w, i, from, k);
-			return ret < 0 ? ret : -EFAULT;
+	for (k = from; k < to && !ret; k = end) {
+		end = min(round_down(g0 + k, FP_HUGE_PAGES) + FP_HUGE_PAGES - g0, to);
+		rest = end;
+		if (end - k == FP_HUGE_PAGES) {
+			ret = fp_pin_batch(w, i, k, k + 1);
+			if (ret)
+				break;
+			n = fp_huge_hold(w, i, k);
+			held += n;
+			if (n)
+				continue;
+			if (w->pages[i][end - 1])	/* pinned to look: not a block of one huge page */
+				rest = end - 1;
+			k++;
 		}
-		atomic64_add(batch, &w->pinned);
-		fp_count(FP_C_PINNED_PAGES, batch);
+		ret = fp_pin_batch(w, i, k, rest);
 	}
-	return 0;
+	fp_huge_account(w, held);
+	if (ret)
+		fp_unpin(w, i, from, to);
+	return ret;
 }
 
 /*
@@ -224,11 +351,14 @@ static int fp_dmawin_memlock_check(const struct fp_dmawin *w)
 /* The page arrays, in the VFIO user's context: charged to its memory cgroup, as the pins are to its memlock. */
 static int fp_dmawin_alloc_pages(struct fp_dmawin *w)
 {
+	u64 n;
 	int i;
 
 	for (i = 0; i < w->layout.nr; i++) {
-		w->pages[i] = kvcalloc(fp_slot_pages(&w->layout.slots[i]), sizeof(struct page *), GFP_KERNEL_ACCOUNT);
-		if (!w->pages[i])
+		n = fp_slot_pages(&w->layout.slots[i]);
+		w->pages[i] = kvcalloc(n, sizeof(struct page *), GFP_KERNEL_ACCOUNT);
+		w->held[i] = kvcalloc(BITS_TO_LONGS(n), sizeof(unsigned long), GFP_KERNEL_ACCOUNT);
+		if (!w->pages[i] || !w->held[i])
 			return -ENOMEM;
 	}
 	return 0;
@@ -253,11 +383,12 @@ static void fp_dmawin_unpin_all(struct fp_dmawin *w)
 	int i;
 
 	for (i = 0; i < w->layout.nr; i++) {
-		if (!w->pages[i])
-			continue;
-		fp_unpin(w, i, 0, fp_slot_pages(&w->layout.slots[i]));
+		if (w->pages[i] && w->held[i])
+			fp_unpin(w, i, 0, fp_slot_pages(&w->layout.slots[i]));
 		kvfree(w->pages[i]);
+		kvfree(w->held[i]);
 		w->pages[i] = NULL;
+		w->held[i] = NULL;
 	}
 	w->mapped = false;
 }
@@ -469,21 +600,26 @@ static bool fp_dmawin_adopt(struct fp_dmawin *w, struct fp_dmawin *staged)
 		return false;
 	}
 	for (i = 0; i < w->layout.nr; i++) {
-		w->pages[i] = staged->pages[i];
-		staged->pages[i] = NULL;
+		swap(w->pages[i], staged->pages[i]);
+		swap(w->held[i], staged->held[i]);
 	}
+	swap(w->mm, staged->mm);	/* the held pages' charge goes with them */
 	atomic64_set(&w->pinned, atomic64_read(&staged->pinned));
 	w->staged_ns = staged->staged_ns ?: ktime_get_ns() - staged->staged_at;
-	kfree(staged);
+	fp_dmawin_free(staged);
 	return true;
 }
 
+/* In the VFIO user's context: its mm is charged for the pages held through huge pages. */
 static struct fp_dmawin *fp_dmawin_alloc(struct fp_link *link, struct vfio_device *vdev, u32 device_id)
 {
 	struct fp_dmawin *w = kzalloc(sizeof(*w), GFP_KERNEL);
 
 	if (!w)
 		return NULL;
+	w->mm = current->mm;
+	if (w->mm)
+		mmgrab(w->mm);
 	w->link = link;
 	w->vdev = vdev;
 	w->device_id = device_id;
@@ -518,7 +654,7 @@ int fp_dmawin_stage(struct fp_link *link, struct vfio_device *vdev, u32 device_i
 void fp_dmawin_discard(struct fp_dmawin *w)
 {
 	fp_dmawin_unpin_all(w);
-	kfree(w);
+	fp_dmawin_free(w);
 }
 
 int fp_dmawin_create(struct fp_link *link, struct vfio_device *vdev, u32 device_id,
@@ -576,7 +712,7 @@ out_unpin:
 	list_del(&w->node);
 	mutex_unlock(&fp_dmawin_lock);
 out_free:
-	kfree(w);
+	fp_dmawin_free(w);
 out_staged:
 	if (*staged)
 		fp_dmawin_discard(*staged);
@@ -595,7 +731,7 @@ static void fp_dmawin_lift(struct fp_link *link, bool all, u32 device_id)
 			continue;
 		list_del(&w->node);
 		fp_count(FP_C_DMA_QUARANTINED, -1);
-		kfree(w);
+		fp_dmawin_free(w);
 	}
 }
 
@@ -680,7 +816,7 @@ void fp_dmawin_destroy(struct fp_dmawin *w, bool returned)
 	if (w)
 		list_del(&w->node);
 	mutex_unlock(&fp_dmawin_lock);
-	kfree(w);
+	fp_dmawin_free(w);
 }
 
 /*
@@ -727,6 +863,8 @@ u64 fp_dmawin_dma_unmap(struct fp_dmawin *w, u64 iova, u64 length)
 			continue;
 		a = (max(iova, s->gpa) - s->gpa) >> PAGE_SHIFT;
 		b = DIV_ROUND_UP(min(iova + length, s->gpa + s->size) - s->gpa, PAGE_SIZE);
+		/* A block of held pages goes whole: the refill pins back what is still mapped. */
+		fp_huge_widen(w, i, &a, &b);
 		if (!w->mapped) {	/* staged: nothing reaches its pages; it is whole again after a refill */
 			fp_unpin(w, i, a, b);
 			w->staged_ns = 0;

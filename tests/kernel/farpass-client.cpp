@@ -48,6 +48,15 @@
 //                  VFIO_IOMMU_UNMAP_DMA the high buffer's upper half; go2 count again (B+3 low; B+2, B+4 high) and
 //                  compare the low buffer's page 1 with edu-dma's pattern --edu-seed S,
 //                  bus master off (RETURN); go3 close)
+//   farpass-client vfio-huge UUID --id N --dir DIR [--seed-base B]  (the DMA window over hugetlb pages, as
+//                  QEMU with hugetlbfs guest RAM: two 2 MiB huge pages VFIO_IOMMU_MAP_DMA'd at IOVA 4 GiB, the
+//                  first in two 1 MiB mappings; bus master on, "borrowed pinned= held= locked_kb= slot=GPA:SIZE:OFF"
+//                  (held: debugfs dma_held_pages; locked_kb: growth of VmLck since before the open); then after
+//                  DIR/goN (at most 300 s): go1 count window-stamp's pages of seed B+1, VFIO_IOMMU_UNMAP_DMA the
+//                  first huge page's upper half, print "unmapped found= pinned_at_once= pinned= held= locked_kb="
+//                  (pinned once the kernel pinned back the lower half, at most 10 s); go2 count seed B+2 in the
+//                  lower half and B+3 in the second huge page, bus master off (RETURN), print "after lower= second=
+//                  off= pinned= held= locked_kb="; go3 close)
 //   farpass-client vfio-borrow UUID --id N [--mb M] [--open-at FILE] [--when-unpinning | --borrow-at FILE]
 //                  [--hold-until FILE] [--then off|reset]
 //                  (M MiB (default 2) VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB before the first config access, as
@@ -1149,6 +1158,87 @@ unsigned long long debugfs_counter(const std::string &name)
 unsigned long long pinned_pages()
 {
 	return debugfs_counter("pinned_pages");
+}
+
+// This process's locked memory (VmLck: the mm's locked_vm, where VFIO accounts its pins), kB, or -1.
+long long locked_kb()
+{
+	std::ifstream status("/proc/self/status");
+	std::string line;
+	while (std::getline(status, line))
+		if (line.starts_with("VmLck:"))
+			return std::strtoll(line.c_str() + 6, nullptr, 10);
+	return -1;
+}
+
+int run_vfio_huge(const Args &a, int fd)
+{
+	if (a.positional.empty() || !a.has("dir"))
+		return 2;
+	const std::string dir = a.str("dir");
+	const uint32_t id = static_cast<uint32_t>(a.num("id", 1));
+	const unsigned sb = static_cast<unsigned>(a.num("seed-base", 0));
+	constexpr uint64_t huge = 2ull << 20, size = 2 * huge, iova = 4ull << 30;
+	auto *buf = static_cast<uint8_t *>(
+		mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0));
+	if (buf == MAP_FAILED)
+		return finish(a, errno, "2 MiB hugetlb pages (vm.nr_hugepages)");
+	std::memset(buf, 0, size);
+	const long long locked0 = locked_kb();
+	Vfio v;
+	std::string what;
+	if (int err = vfio_open(a.positional[0], v, what))
+		return finish(a, err, what);
+	// The first huge page in two mappings, as QEMU maps adjacent RAM sections: one guest RAM range.
+	if (int err = vfio_dma_map(v.container, buf, iova, huge / 2, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA first huge page, lower half");
+	if (int err = vfio_dma_map(v.container, buf + huge / 2, iova + huge / 2, huge / 2, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA first huge page, upper half");
+	if (int err = vfio_dma_map(v.container, buf + huge, iova + huge, huge, false))
+		return finish(a, err, "VFIO_IOMMU_MAP_DMA second huge page");
+	Cfg cfg{v.dev};
+	uint32_t cmd = 0;
+	if (int err = cfg_command(v, cfg, cmd, what))
+		return finish(a, err, what);
+	if (int err = cfg.write(4, 2, cmd | 0x6))
+		return finish(a, err, "bus master on (BORROW)");
+	farpass_dma_layout l;
+	if (int err = dma_layout(fd, id, l))
+		return finish(a, err, "DMA_LAYOUT");
+	std::printf("borrowed pinned=%llu held=%llu locked_kb=%lld slot=%#llx:%#llx:%#llx\n",
+		    static_cast<unsigned long long>(l.pages_pinned), debugfs_counter("dma_held_pages"),
+		    locked_kb() - locked0, static_cast<unsigned long long>(l.slots[0].gpa),
+		    static_cast<unsigned long long>(l.slots[0].size), static_cast<unsigned long long>(l.slots[0].offset));
+	std::fflush(stdout);
+
+	if (!wait_file(dir + "/go1"))
+		return finish(a, ETIMEDOUT, "go1");
+	const uint64_t found = stamped_pages(buf, size, sb + 1);
+	int uerr = vfio_dma_map(v.container, nullptr, iova + huge / 2, huge / 2, true);
+	int lerr = uerr ? uerr : dma_layout(fd, id, l);
+	const uint64_t at_once = lerr ? 0 : l.pages_pinned;
+	// The kernel pins back what is still mapped (its refill, ~20 ms after the unmap); wait, bounded.
+	for (int i = 0; !lerr && i < 100 && l.pages_pinned < 768; i++) {
+		usleep(100000);
+		lerr = dma_layout(fd, id, l);
+	}
+	std::printf("unmapped found=%llu pinned_at_once=%llu pinned=%llu held=%llu locked_kb=%lld (%s)\n",
+		    static_cast<unsigned long long>(found), static_cast<unsigned long long>(at_once),
+		    static_cast<unsigned long long>(lerr ? 0 : l.pages_pinned), debugfs_counter("dma_held_pages"),
+		    locked_kb() - locked0, ename(lerr));
+	std::fflush(stdout);
+
+	if (!wait_file(dir + "/go2"))
+		return finish(a, ETIMEDOUT, "go2");
+	const uint64_t lower = stamped_pages(buf, huge / 2, sb + 2), second = stamped_pages(buf + huge, huge, sb + 3);
+	int off = cfg.write(4, 2, cmd & ~0x4u);
+	std::printf("after lower=%llu second=%llu off=%s pinned=%llu held=%llu locked_kb=%lld\n",
+		    static_cast<unsigned long long>(lower), static_cast<unsigned long long>(second), ename(off),
+		    pinned_pages(), debugfs_counter("dma_held_pages"), locked_kb() - locked0);
+	std::fflush(stdout);
+	if (!wait_file(dir + "/go3"))
+		return finish(a, ETIMEDOUT, "go3");
+	return finish(a, uerr ? uerr : off, "");
 }
 
 int run_vfio_borrow(const Args &a, int fd)
@@ -2581,6 +2671,8 @@ int run(const Args &a)
 		return run_vfio_two(a, fd);
 	if (a.action == "vfio-borrow")
 		return run_vfio_borrow(a, fd);
+	if (a.action == "vfio-huge")
+		return run_vfio_huge(a, fd);
 	if (a.action == "dma-layout") {
 		farpass_dma_layout l;
 		int err = dma_layout(fd, static_cast<uint32_t>(a.num("id", 1)), l);

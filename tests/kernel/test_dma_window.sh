@@ -29,6 +29,13 @@
 #      by 2048) with no DMA window (dma_windows 0, DMA_LAYOUT ENODATA); the borrow then takes them
 #      (last_borrow: 2048 pages, 2048 of them staged); bus master off unpins them; a second such user
 #      that closes the device without a borrow leaves nothing pinned;
+#  (d3) huge pages: a VFIO user whose RAM is two 2 MiB hugetlb pages (at IOVA 4 GiB, the first in two 1 MiB
+#      mappings) borrows: all 1024 pages in its window, 1020 of them held by the pins of each huge page's
+#      first and last 4 KiB page (dma_held_pages), its VmLck up by exactly 4 MiB; the lender's stamps
+#      reach every page; VFIO_IOMMU_UNMAP_DMA of the first huge page's upper half lets go of that whole
+#      page at once (512 left), then the kernel pins its lower half back page by page (768 pinned, 510
+#      held, VmLck 3 MiB), where the lender's stamps land, as in the second huge page; bus master off
+#      leaves nothing pinned or held and VmLck as before;
 #  (e) BAR region and interrupts of a device announced with BAR0 at a slot of the BAR window
 #      (FARPASS_BAR_MAPPED), where the lender exposes QEMU's edu (BAR_MAP), and the fake lender's MSI-X
 #      config (64 vectors, table at 0x2000, PBA at 0x3000 of BAR0): region info READ|WRITE|MMAP with
@@ -194,6 +201,40 @@ rig_run $B -- "kill \$(cat $D/unborrowed.pid)"
 expect "closed without a borrow: nothing pinned" ntb_wait $B 30 "grep -qx 'pinned_pages 0' $FP_DBG/counters"
 expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U10/remove"
 expect "withdraw" fp_client $B withdraw --id 10
+
+echo "# (d3) huge pages: a VFIO user's RAM in 2 MiB hugetlb pages"
+U11=8f7c3ab0-5c6e-4e41-9d3e-0000000000db
+fp_client $B announce --id 11 --lender lender --ntb "$NTB" --bar0 0x4000 --irq-slot 3 # device 10's slot, free again
+expect_eq "borrower: two 2 MiB huge pages reserved" \
+	"$(rig_run $B -- "echo 2 >/proc/sys/vm/nr_hugepages; cat /proc/sys/vm/nr_hugepages")" 2
+rig_run $B -- "echo $U11 > $T10/create"
+rig_run $B -- "mkdir -p $D/huge; $FP_CLIENT vfio-huge $U11 --id 11 --dir $D/huge --seed-base 20 </dev/null >$D/huge.out 2>&1 &"
+huge() { rig_run $B -- "grep '^$1' $D/huge.out"; }
+expect "its VFIO user borrowed" ntb_wait $B 120 "grep -qE '^(borrowed|err)' $D/huge.out"
+rig_run $B -- "cat $D/huge.out"
+IFS=: read -r gpa11 size11 off11 <<<"$(huge borrowed | sed -n 's/.* slot=//p')"
+expect_eq "its 1024 pages in the window, 1020 held by the pins of each huge page's first and last page; its VmLck up by 4 MiB (VFIO's 4 pins and the held pages)" \
+	"$(huge borrowed | sed 's/ slot=.*//')" "borrowed pinned=1024 held=1020 locked_kb=4096"
+expect_eq "one slot of 4 MiB at 4 GiB" "$gpa11:$size11" "0x100000000:0x400000"
+expect "lender: stamp the slot (seed 21)" fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off11" --size "$size11" --seed 21
+rig_run $B -- "touch $D/huge/go1"
+expect "its VFIO user unmapped the first huge page's upper half" ntb_wait $B 60 "grep -qE '^(unmapped|err)' $D/huge.out"
+rig_run $B -- "cat $D/huge.out"
+expect_eq "every page got its stamp (the held pages map the right bytes); the unmap let go of that whole huge page (512 left pinned at once), then its lower half was pinned back page by page (768 pinned, 510 held, VmLck 3 MiB)" \
+	"$(huge unmapped)" "unmapped found=1024 pinned_at_once=512 pinned=768 held=510 locked_kb=3072 (ok)"
+expect "lender: stamp the first huge page's lower half (seed 22)" \
+	fp_client lender window-stamp --ntb $LNTB --mw 1 --offset "$off11" --size $((0x100000)) --seed 22
+expect "lender: stamp the second huge page (seed 23)" \
+	fp_client lender window-stamp --ntb $LNTB --mw 1 --offset $((off11 + 0x200000)) --size $((0x200000)) --seed 23
+rig_run $B -- "touch $D/huge/go2"
+expect "its VFIO user cleared bus master" ntb_wait $B 60 "grep -qE '^(after|err)' $D/huge.out"
+expect_eq "the stamps reach both (256 and 512 pages); bus master off: nothing pinned or held, VmLck as before" \
+	"$(huge after)" "after lower=256 second=512 off=ok pinned=0 held=0 locked_kb=0"
+rig_run $B -- "touch $D/huge/go3"
+expect "its VFIO user closed the device" ntb_wait $B 30 "grep -qE '^(ok|err)' $D/huge.out"
+rig_run $B -- "cat $D/huge.out; echo 0 >/proc/sys/vm/nr_hugepages"
+expect "remove the instance" rig_run $B --timeout 20 -- "echo 1 > /sys/bus/mdev/devices/$U11/remove"
+expect "withdraw" fp_client $B withdraw --id 11
 
 echo "# (e) BAR region and interrupts"
 T8=/sys/class/mdev_bus/$NTB/mdev_supported_types/ntb_hw_epf-farpass-lender-1 # device 8's slot
