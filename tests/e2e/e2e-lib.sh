@@ -546,20 +546,23 @@ e2e_expect_reset_works() {
 e2e_counter() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
 
 # e2e_snapshot VM: farpass's counters on each lender of the rig and on borrower VM, one "HOST NAME VALUE"
-# line each. The lenders are read before and after VM until both reads agree (at most 10 tries: a device
-# may raise an interrupt at any time, e.g. e1000e's watchdog every 2 s): no interrupt was posted while VM
-# was read, so the hosts' counters describe the same interrupts.
+# line each. The lenders, VM, the lenders and VM again, until each host's two reads agree (at most 10
+# tries: a device may raise an interrupt at any time, e.g. e1000e's watchdog every 2 s): nothing was
+# posted while VM was read, and nothing posted before was still on its way to VM (the lenders alone
+# agreeing let one delivered after VM's read count on VM's side only in the next snapshot), so the
+# hosts' counters describe the same interrupts.
 e2e_snapshot() {
-	local vm=$1 l b l2 i
+	local vm=$1 l b l2 b2 i
 	for i in $(seq 10); do
 		l=$(e2e_lender_counters) || return
 		b=$(rig_run "$vm" -- "cat $FP_DBG/counters") || return
 		l2=$(e2e_lender_counters) || return
-		[ "$l" != "$l2" ] || break
-		echo "e2e_snapshot: a lender's counters changed while $vm's were read (try $i)" >&2
+		b2=$(rig_run "$vm" -- "cat $FP_DBG/counters") || return
+		[ "$l" != "$l2" ] || [ "$b" != "$b2" ] || break
+		echo "e2e_snapshot: the lenders' or $vm's counters changed while they were read (try $i)" >&2
 	done
 	printf '%s\n' "$l2"
-	sed "s/^/$vm /" <<<"$b"
+	sed "s/^/$vm /" <<<"$b2"
 }
 
 # e2e_lender_counters: farpass's counters on each lender of the rig, "LENDER NAME VALUE" lines.

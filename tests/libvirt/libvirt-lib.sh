@@ -92,7 +92,9 @@ lv_qemu_log() { echo "$RIGDIR/$1/libvirt-qemu/$2"; }
 lv_host_up() {
 	local vm=$1 t0=$SECONDS
 	expect "$vm: /etc/mdevctl.d persists across reboots" _lv_persistent_etc "$vm"
-	expect "$vm: udevd runs" rig_run "$vm" -- "/lib/systemd/systemd-udevd --daemon && udevadm trigger --action=add && udevadm settle -t 30"
+	# settle waits as long for udevd to answer its ping as for the queue: once, beside the other lane's
+	# rig, 30 s was not enough for the ping ("Failed to wait for daemon to reply").
+	expect "$vm: udevd runs" rig_run "$vm" -- "/lib/systemd/systemd-udevd --daemon && udevadm trigger --action=add && udevadm settle -t 120"
 	expect "$vm: farpass.ko loads (modprobe)" lv_fp_load "$vm"
 	ag_config "$vm" "$2"
 	expect "$vm: farpass-agent starts" ag_start "$vm"
