@@ -154,7 +154,6 @@ lv_virsh() {
 # lv_expect_type VM [PCI]: a check that VM's agent announced the lender's device PCI (lv_type), whose
 # type it leaves in LV_TYPE; failing, why follows its FAIL line.
 lv_expect_type() {
-	local why
 	if LV_TYPE=$(lv_type "$@" 2>"$RIGDIR/lv_type.err"); then
 		printf 'ok   %s: lender %s announced, mdev type %s\n' "$1" "${2:-$LENDER_NVME}" "$LV_TYPE"
 	else
