@@ -178,6 +178,13 @@ static void fp_run_unmap(struct fp_dmawin *w, int i, u64 rs, u64 re)
 	fp_xwin_unmap(w->link, FARPASS_MW_DMA, fp_run_off(w, i, rs), (re - rs) << PAGE_SHIFT);
 }
 
+/* @n more pages (fewer if negative) in @w's window, pinned or held. */
+static void fp_present(struct fp_dmawin *w, long long n)
+{
+	atomic64_add(n, &w->pinned);
+	fp_count(FP_C_PINNED_PAGES, n);
+}
+
 /*
  * The held pages' charge to the VFIO user's locked_vm (@pages < 0: uncharged). Its RLIMIT_MEMLOCK was
  * checked for the whole layout when the window was made (fp_dmawin_memlock_check()); an exited user
@@ -229,26 +236,26 @@ static void fp_unpin(struct fp_dmawin *w, int i, u64 from, u64 to)
 	unsigned long *held = w->held[i];
 	u64 gpa = w->layout.slots[i].gpa;
 	u64 k, n, nr_held = 0;
+	bool is_held;
 
 	for (k = from; k < to; k += n) {
 		if (!p[k]) {
 			n = 1;
 			continue;
 		}
-		if (test_bit(k, held)) {
-			for (n = 1; k + n < to && p[k + n] && test_bit(k + n, held); n++)
-				;
+		/* A run of held pages, or of pinned ones (at most one vfio_unpin_pages() batch). */
+		is_held = test_bit(k, held);
+		for (n = 1; k + n < to && p[k + n] && test_bit(k + n, held) == is_held &&
+			    (is_held || n < VFIO_PIN_PAGES_MAX_ENTRIES); n++)
+			;
+		if (is_held) {
 			bitmap_clear(held, k, n);
 			nr_held += n;
 		} else {
-			for (n = 1; k + n < to && p[k + n] && !test_bit(k + n, held) &&
-				    n < VFIO_PIN_PAGES_MAX_ENTRIES; n++)
-				;
 			vfio_unpin_pages(w->vdev, gpa + (k << PAGE_SHIFT), n);
 		}
 		memset(&p[k], 0, n * sizeof(*p));
-		atomic64_sub(n, &w->pinned);
-		fp_count(FP_C_PINNED_PAGES, -(long long)n);
+		fp_present(w, -(long long)n);
 	}
 	fp_count(FP_C_PINNED_HUGE, -(long long)nr_held);
 	fp_huge_account(w, -(long)nr_held);
@@ -263,8 +270,7 @@ static int fp_pin_batch(struct fp_dmawin *w, int i, u64 from, u64 to)
 	/* On failure vfio_pin_pages() unwound its own batch (and cleared its entries). */
 	if (ret != to - from)
 		return ret < 0 ? ret : -EFAULT;
-	atomic64_add(to - from, &w->pinned);
-	fp_count(FP_C_PINNED_PAGES, to - from);
+	fp_present(w, to - from);
 	return 0;
 }
 
@@ -289,8 +295,7 @@ static long fp_huge_hold(struct fp_dmawin *w, int i, u64 k)
 	for (j = 1; j < last; j++)
 		p[j] = nth_page(p[0], j);
 	bitmap_set(w->held[i], k + 1, last - 1);
-	atomic64_add(last - 1, &w->pinned);
-	fp_count(FP_C_PINNED_PAGES, last - 1);
+	fp_present(w, last - 1);
 	fp_count(FP_C_PINNED_HUGE, last - 1);
 	return last - 1;
 }
