@@ -15,7 +15,8 @@
 # each suite's latest (tests/bench/run.sh).
 # SUITE@SERIES runs the suite's tests on the L1 kernel series SERIES (FARPASS_KERNEL=SERIES, vm-images/env.sh),
 # each with its logs in rig-out/<test>@SERIES; SUITE@other, on the other series (FARPASS_KERNEL_OTHER), is named so.
-# usage: tests/run-suites.sh SUITE[@SERIES]...
+# SUITE/TEST runs that one test of the suite (tests/SUITE/TEST.sh), and takes @SERIES the same way.
+# usage: tests/run-suites.sh SUITE[/TEST][@SERIES]...
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/tests/rig/l1-hang.sh"
@@ -122,16 +123,20 @@ for spec in "$@"; do
 			echo "FAIL unit/meson: no meson build in $top/build (run: make build)"
 		fi
 	fi
-	tests=("$top"/tests/"$suite"/test_*.sh)
+	if [[ $suite == */* ]]; then
+		tests=("$top/tests/$suite.sh")
+	else
+		tests=("$top"/tests/"$suite"/test_*.sh)
+	fi
 	if [ ! -e "${tests[0]}" ]; then
 		failed=$((failed + 1)) && failures+=("$spec")
-		echo "FAIL $spec: no such suite (no tests/$suite/test_*.sh)"
+		echo "FAIL $spec: no such suite or test (no ${tests[0]#"$top/"})"
 	fi
 	results=()
 	for t in "${tests[@]}"; do
 		name=$(basename "$t" .sh)
 		rigout=$top/rig-out/$name$series
-		[ -e "$t" ] && run_test "$spec/$name" "$rigout" \
+		[ -e "$t" ] && run_test "${suite%%/*}$series/$name" "$rigout" \
 			env ${series:+FARPASS_KERNEL=${series#@}} RIGDIR="$rigout" bash "$t"
 	done
 	suite_table "$series" "${results[@]}"

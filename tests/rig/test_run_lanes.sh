@@ -7,6 +7,7 @@
 #     lane, with the counts over both lanes;
 #   - SUITE@other runs on the other kernel series: FARPASS_KERNEL and the rig directory name it, and so
 #     does the suite's line in rig-out/suite-times.tsv;
+#   - SUITE/TEST@other runs that one test of the suite, on the other series, named SUITE@SERIES/TEST;
 #   - the wall time of both lanes is a "lanes" line of rig-out/suite-times.tsv;
 #   - one FLAKY test in each lane (each lane passing) fails the run, saying why; a lane that exits
 #     non-zero with no failure in its counts fails it, saying so;
@@ -59,6 +60,15 @@ expect "... and the suite's line in suite-times.tsv names it" \
 	grep -qP "^\S+\tleft@$other\t\d+\t1/1\t" "$scratch/rig-out/suite-times.tsv"
 expect "the wall time of both lanes is a 'lanes' line of suite-times.tsv" \
 	grep -qP '^\S+\tlanes\t\d+\t1/2\t[\d.]+\t[\d.]+\t\S+$' "$scratch/rig-out/suite-times.tsv"
+
+# One test of a suite: the left suite's other test must not run.
+echo "echo 'FAIL the left suite ran all its tests'; exit 1" >"$scratch/tests/left/test_not_asked.sh"
+run_lanes 'left/test_meet@other' 'right/test_meet'
+expect_eq "left/test_meet@other ran that test alone on the other series, named left@$other/test_meet" \
+	"$(grep -E '^A\| (kernel=|PASS|FAIL)' <<<"$OUT" | sed -E 's/ \([0-9]+ s\)$//')" \
+	"A| kernel=$other rigdir=test_meet@$other
+A| PASS left@$other/test_meet"
+rm "$scratch/tests/left/test_not_asked.sh"
 
 # One FLAKY test in each lane: a run-suites.sh standing in for the real one ends each lane passing with one.
 cat >"$scratch/tests/run-suites.sh" <<'SCRIPT'
