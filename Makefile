@@ -22,9 +22,10 @@ build: setup
 	. vm-images/env.sh && meson compile -C $(BUILD) \
 		$$(for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do echo mdev/farpass-$$k.ko tests/kernel/fp_probe_fault-$$k.ko; done)
 
-# Every suite on the default L1 kernel, and the kernel and e2e suites on the other (@other), in two lanes
-# run at once (tests/run-lanes.sh), balanced by their suites' times (docs/rig.md).
-CHECK_LANES := 'unit rig agent libvirt kernel@other e2e@other' 'kernel e2e reliability'
+# Every suite on the default L1 kernel, and on the other (@other) the kernel suite and the e2e suite's
+# NVMe fio test (the whole e2e suite there is in `make soak`), in two lanes run at once
+# (tests/run-lanes.sh), balanced by their suites' times (docs/rig.md).
+CHECK_LANES := 'unit rig agent libvirt kernel@other kernel' 'e2e reliability e2e/test_remote_nvme_fio@other'
 check: build
 	tests/run-lanes.sh $(CHECK_LANES)
 
@@ -63,10 +64,10 @@ check-reliability: build
 	tests/run-suites.sh reliability
 
 # The long variants: check-reliability with 100 hot-plug cycles, 100 reboots of a guest, the e1000e on plain MSI and the rig's
-# local vfio-pci baseline of the e2e suite (tests/soak/), the
-# kernel fuzz 10 min per seed.
+# local vfio-pci baseline of the e2e suite (tests/soak/), the whole e2e suite on the other L1 kernel series,
+# the kernel fuzz 10 min per seed.
 soak: build
-	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak
+	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak e2e@other
 	FP_FUZZ_MS=600000 bash tests/kernel/test_fuzz.sh
 
 bench: build
