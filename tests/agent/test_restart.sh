@@ -27,7 +27,11 @@ rig_up --borrowers 1
 B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000c3e5
 nsze=$(($(stat -c %s "$(rig_lender_nvme_img)") / 512))
-ag_remote_mdev $B $U
+# Leases of 30 s: a restored lease gets a full lease time from the restart, and the borrower must renew
+# it within that. Beside another rig (2026-11-28, make check's other lane in its e2e suite) the
+# borrower's renewals found the new lender agent not yet listening (a dozen refused connections), then
+# its hello and device.list exceeded call_timeout_ms (1.5 s): the 10 s default lease expired first.
+ag_remote_mdev $B $U '"lease_ms": 30000'
 
 csts() { ag_lender_reg32 "$LENDER_NVME" 0 0x1c; }
 # again N LABEL: the client's round N of Identify on the same admin queue, checked.

@@ -545,14 +545,19 @@ e2e_expect_reset_works() {
 # e2e_counter COUNTERS NAME: one value from a copy of farpass's debugfs counters ("name value" lines).
 e2e_counter() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
 
-# e2e_snapshot VM: farpass's counters on each lender of the rig and on borrower VM, one "HOST NAME VALUE"
+# e2e_snapshot VM [--hold]: farpass's counters on each lender of the rig and on borrower VM, one "HOST NAME VALUE"
 # line each. The lenders, VM, the lenders and VM again, until each host's two reads agree (at most 10
-# tries: a device may raise an interrupt at any time, e.g. e1000e's watchdog every 2 s): nothing was
+# tries: a device may raise an interrupt at any time, e.g. e1000's watchdog every 2 s): nothing was
 # posted while VM was read, and nothing posted before was still on its way to VM (the lenders alone
 # agreeing let one delivered after VM's read count on VM's side only in the next snapshot), so the
-# hosts' counters describe the same interrupts.
+# hosts' counters describe the same interrupts. With --hold, every L2 QEMU running in VM is stopped over
+# QMP for the reads and continued after: a guest that does not run neither unmasks an INTx nor submits
+# I/O, so its device's interrupts stop once those in flight have arrived (seen without it, 2026-11-28:
+# the e1000's watchdog interrupts kept both hosts' counters moving through all 10 tries, and the last
+# one's reads saw 1129 posted for 1128 signalled). Not for a guest whose timing a test measures.
 e2e_snapshot() {
 	local vm=$1 l b l2 b2 i
+	[ "${2:-}" != --hold ] || e2e_l2s_hold "$vm" stop || return
 	for i in $(seq 10); do
 		l=$(e2e_lender_counters) || return
 		b=$(rig_run "$vm" -- "cat $FP_DBG/counters") || return
@@ -561,8 +566,23 @@ e2e_snapshot() {
 		[ "$l" != "$l2" ] || [ "$b" != "$b2" ] || break
 		echo "e2e_snapshot: the lenders' or $vm's counters changed while they were read (try $i)" >&2
 	done
+	[ "${2:-}" != --hold ] || e2e_l2s_hold "$vm" cont || return
 	printf '%s\n' "$l2"
 	sed "s/^/$vm /" <<<"$b2"
+}
+
+# e2e_l2s_hold VM stop|cont: stop every L2 QEMU of e2e_l2_start running in VM (QMP stop; the sockets that
+# answer that they run), or continue those it stopped.
+e2e_l2s_hold() {
+	local held=/tmp/e2e-l2s-held
+	if [ "$2" = stop ]; then
+		rig_run "$1" -- "for s in /tmp/*qmp.sock; do
+	python3 $E2E_LIB/qmp.py \$s query-status 2>/dev/null | grep -q '\"running\": true' || continue
+	python3 $E2E_LIB/qmp.py \$s stop >/dev/null && echo \$s || exit
+done >$held"
+	else
+		rig_run "$1" -- "for s in \$(cat $held); do python3 $E2E_LIB/qmp.py \$s cont >/dev/null || exit; done; rm $held"
+	fi
 }
 
 # e2e_lender_counters: farpass's counters on each lender of the rig, "LENDER NAME VALUE" lines.
@@ -731,14 +751,14 @@ EOF
 	t0=$SECONDS
 	e2e_l2_start "$vm" 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$uuid
 	expect "L2 booted and reached the transfer" e2e_l2_wait "$vm" net 900
-	E2E_S0=$(e2e_snapshot "$vm")
+	E2E_S0=$(e2e_snapshot "$vm" --hold)
 	E2E_IRQ_INDEX=$(rig_run "$AG_LENDER" -- "jq -r --arg p $AG_LENT \
 '.devices[] | select(.pci == \$p) | .lease.irqs.index' /var/lib/farpass/state.json" || true)
 	t1=$SECONDS
 	e2e_l2_continue "$vm"
 	expect "L2 finished the transfer" e2e_l2_wait "$vm" net-done 1200
 	t2=$SECONDS
-	E2E_S1=$(e2e_snapshot "$vm")
+	E2E_S1=$(e2e_snapshot "$vm" --hold)
 	# The lender's side, for a failed transfer: the device's command and status registers (INTx disabled,
 	# interrupt pending), its interrupt lines and the kernel's last words.
 	rig_run "$AG_LENDER" -- "echo command=\$(setpci -s $AG_LENT COMMAND) status=\$(setpci -s $AG_LENT STATUS)

@@ -40,7 +40,7 @@ RIG_LENDER_EXTRA=${E2E_NIC_LENDER_EXTRA/e1000e/e1000}
 E2E_IO_COUNTERS_LENDER+=' doorbell_events intx_unmasks_signalled'
 E2E_IO_COUNTERS_BORROWER+=' intx_unmasks_posted bar_trapped_other'
 
-e2e_http_up 2
+e2e_http_up 1
 # The guest's 512 MiB are pinned in borrower1.
 e2e_remote_up $B $U 1024
 e2e_nic_transfer $B $U "$(e2e_tag)"

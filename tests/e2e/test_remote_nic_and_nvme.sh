@@ -47,7 +47,7 @@ NVME=$(rig_lender_nvme_pci 0)
 export AG_LENT_ALSO=$NVME
 # lender2 lends its NVMe, at the same address (ag_remote_mdev: $AG_LENT2).
 export AG_LENT2=$NVME
-BLOB_MIB=4
+BLOB_MIB=1
 RIG_LENDER_EXTRA=$E2E_NIC_LENDER_EXTRA
 e2e_http_up $BLOB_MIB
 
@@ -102,13 +102,13 @@ t0=$SECONDS
 e2e_l2_start $B 512M "$script" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U \
 	-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U1 -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U2
 expect "L2 booted and reached the transfer" e2e_l2_wait $B net 900
-s0=$(e2e_snapshot $B)
+s0=$(e2e_snapshot $B --hold)
 expect_eq "(g) borrower1: a DMA window of the guest's RAM for each device" "$(e2e_snap $B "$s0" dma_windows)" 3
 t1=$SECONDS
 e2e_l2_continue $B
 expect "L2 finished the transfer" e2e_l2_wait $B net-done 1200
 t2=$SECONDS
-s1=$(e2e_snapshot $B)
+s1=$(e2e_snapshot $B --hold)
 e2e_l2_end_with_snapshots $B "$s0" "$s1"
 out=$E2E_OUT
 echo "L2 boot + transfer and fio + power-off: $((SECONDS - t0)) s; download + upload of $BLOB_MIB MiB (fio beside it): $((t2 - t1)) s"

@@ -37,11 +37,11 @@ t0=$SECONDS
 E2E_FIO_PFNS=1
 e2e_l2_start $B 3G "$(e2e_fio_script "$tag" --pause)" -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/$U
 expect "L2 booted and reached its fio jobs" e2e_l2_wait $B fio 900
-s0=$(e2e_snapshot $B)
+s0=$(e2e_snapshot $B --hold)
 layout=$(fp_client $B dma-layout --id "$E2E_DEVICE_ID" || true)
 e2e_l2_continue $B
 expect "L2 finished its fio jobs" e2e_l2_wait $B fio-done 1200
-s1=$(e2e_snapshot $B)
+s1=$(e2e_snapshot $B --hold)
 printf '%s\n' "$s0" >"$RIGDIR/snapshot-0.txt"
 printf '%s\n' "$s1" >"$RIGDIR/snapshot-1.txt"
 e2e_l2_continue $B
