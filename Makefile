@@ -22,10 +22,11 @@ build: setup
 	. vm-images/env.sh && meson compile -C $(BUILD) \
 		$$(for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do echo mdev/farpass-$$k.ko tests/kernel/fp_probe_fault-$$k.ko; done)
 
-# Every suite on the default L1 kernel, and on the other (@other) the kernel suite and the e2e suite's
-# NVMe fio test (the whole e2e suite there is in `make soak`), in two lanes run at once
-# (tests/run-lanes.sh), balanced by their suites' times (docs/rig.md).
-CHECK_LANES := 'unit rig agent libvirt kernel@other kernel' 'e2e reliability e2e/test_remote_nvme_fio@other'
+# Every suite on the default L1 kernel and, on the other (@other), the kernel tests of the interfaces
+# mdev/compat.h tells apart (mdev release and iommufd ops, BAR mmap flags, eventfd signalling of MSI-X and
+# INTx, pinning and IOMMU maps) and the e2e suite's NVMe fio test: the rest of both suites there is in
+# `make soak`. In two lanes run at once (tests/run-lanes.sh), balanced by their tests' times (docs/rig.md).
+CHECK_LANES := 'unit rig agent libvirt kernel/test_load_unload@other kernel/test_bar_window@other kernel/test_irq_bridge@other kernel/test_intx@other kernel/test_dma_window@other e2e/test_remote_nvme_fio@other kernel' 'e2e reliability'
 check: build
 	tests/run-lanes.sh $(CHECK_LANES)
 
@@ -63,11 +64,11 @@ check-other-kernel: build
 check-reliability: build
 	tests/run-suites.sh reliability
 
-# The long variants: check-reliability with 100 hot-plug cycles, 100 reboots of a guest, the e1000e on plain MSI and the rig's
-# local vfio-pci baseline of the e2e suite (tests/soak/), the whole e2e suite on the other L1 kernel series,
-# the kernel fuzz 10 min per seed.
+# The long variants: check-reliability with 100 hot-plug cycles, 100 reboots of a guest, the e1000e on plain MSI, the rig's
+# local vfio-pci baseline of the e2e suite and the L1 kernels' code patching (tests/soak/), the whole kernel
+# and e2e suites on the other L1 kernel series, the kernel fuzz 10 min per seed.
 soak: build
-	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak e2e@other
+	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak kernel@other e2e@other
 	FP_FUZZ_MS=600000 bash tests/kernel/test_fuzz.sh
 
 bench: build

@@ -299,7 +299,7 @@ _rig_prepare_vm() {
 	# refuses DMA to an address inside its own BAR0, whatever the IOMMU translates it to).
 	# thread=single: one thread runs both vCPUs in turn. QEMU 7.2's multi-threaded TCG can translate a
 	# block while another vCPU patches its code and keep the stale block (fixed in QEMU 8.1): the L1
-	# kernels' run-time code patching then ends in "Oops: int3" (docs/rig.md, test_code_patching.sh).
+	# kernels' run-time code patching then ends in "Oops: int3" (docs/rig.md, tests/soak/test_code_patching.sh).
 	# shellcheck disable=SC2206
 	a=("$RIG_QEMU" $FARPASS_QEMU_FW
 		-name "rig-$vm" -M q35,kernel-irqchip=split -accel "tcg,thread=$RIG_TCG_THREAD" -cpu max -smp 2

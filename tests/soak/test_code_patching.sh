@@ -8,8 +8,8 @@
 # No NTB: this is the emulated CPU's fidelity.
 set -euo pipefail
 export RIG_NO_NTB=1
-. "$(dirname "$0")/rig.sh"
-. "$(dirname "$0")/ntb-lib.sh"
+. "$(dirname "$0")/../rig/rig.sh"
+. "$(dirname "$0")/../rig/ntb-lib.sh"
 
 FLIPS=100
 rig_up --borrowers 1
