@@ -68,6 +68,13 @@ _l1_cpus_without_backtrace() {
 		}'
 }
 
+# _l1_frame_of_ours REPORT: whether REPORT has a frame of farpass, NTB, VFIO, mdev or IOMMU code; prints
+# "a frame of ours: " and the first.
+_l1_frame_of_ours() {
+	grep -qE "$L1_HANG_OURS_MOD_RE|$L1_HANG_OURS_SYM_RE" <<<"$1" || return 1
+	printf 'a frame of ours: %s\n' "$(grep -m1 -oE "$L1_HANG_OURS_MOD_RE|$L1_HANG_OURS_SYM_RE" <<<"$1" | head -n1 | sed 's/^[^A-Za-z_[]*//')"
+}
+
 # l1_hang_verdict [--boot] CONSOLE QEMULOG SINCE: whether CONSOLE's text since epoch SINCE
 # (l1_log_window) has a hang report that may be ours. Status 0, printing the report's first line: a hang
 # that is not ours (a retry is allowed). Status 1: no hang. Status 2, printing why: it may be ours, never
@@ -83,10 +90,7 @@ l1_hang_verdict() {
 		shift
 	fi
 	report=$(l1_log_window "$1" "$3" | l1_hang_report) || return 1
-	if grep -qE "$L1_HANG_OURS_MOD_RE|$L1_HANG_OURS_SYM_RE" <<<"$report"; then
-		printf 'a frame of ours: %s\n' "$(grep -m1 -oE "$L1_HANG_OURS_MOD_RE|$L1_HANG_OURS_SYM_RE" <<<"$report" | sed 's/^[^A-Za-z_[]*//')"
-		return 2
-	fi
+	_l1_frame_of_ours "$report" && return 2
 	if ((!boot)) && cpus=$(_l1_cpus_without_backtrace <<<"$report") && [ -n "$cpus" ]; then
 		printf 'stalled CPU %s shows no backtrace\n' "$(paste -sd, <<<"$cpus")"
 		return 2
@@ -96,5 +100,21 @@ l1_hang_verdict() {
 			"$(l1_log_window "$2" "$3" | grep -m1 -oE "$L1_HANG_NTB_TIMEOUT_RE")"
 		return 2
 	fi
+	head -n 1 <<<"$report"
+}
+
+# A crash report of an L1 kernel: an oops, a BUG, a panic.
+L1_CRASH_RE='Oops: |BUG: |Kernel panic - |general protection fault|invalid opcode: '
+
+# l1_boot_crash_verdict CONSOLE SINCE: whether the boots of CONSOLE since epoch SINCE (l1_log_window) show
+# a kernel crash that is not ours, for the launcher when a VM's QEMU exited before the VM was ready. Status
+# 0, printing the report's first line: no frame of farpass, NTB, VFIO, mdev or IOMMU code (an emulator
+# fault, e.g. 6.12 taking a #GP at text_poke_early()'s IRET while patching itself at boot, seen
+# 2026-11-29); a boot may be retried. Status 1: no crash report. Status 2, printing why: a frame of ours.
+l1_boot_crash_verdict() {
+	local report
+	report=$(l1_log_window "$1" "$2" | awk -v re="$L1_CRASH_RE" '$0 ~ re { found = 1 } found { print } END { exit !found }') ||
+		return 1
+	_l1_frame_of_ours "$report" && return 2
 	head -n 1 <<<"$report"
 }

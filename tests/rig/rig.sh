@@ -401,9 +401,10 @@ _rig_boot_hung() {
 }
 
 # Wait until all given VMs' command servers are ready; prints each VM's boot time. A VM whose boot hung
-# (_rig_boot_hung, checked once a second) is booted again, once.
+# (_rig_boot_hung, checked once a second), or whose kernel crashed while booting with no frame of ours
+# (l1_boot_crash_verdict), is booted again, once.
 _rig_wait_ready_all() {
-	local timeout=$RIG_BOOT_TIMEOUT t0 vm dir pending=("$@") left rc=0 hang
+	local timeout=$RIG_BOOT_TIMEOUT t0 vm dir pending=("$@") left rc=0 hang crash
 	local -A rebooted=() hang_checked=()
 	t0=$SECONDS
 	while ((${#pending[@]})); do
@@ -420,6 +421,13 @@ _rig_wait_ready_all() {
 					rig_log "$vm booted $(sed -n 's/.*kernel=//p' "$dir/ready"), not $KVER (FARPASS_KERNEL=$FARPASS_KERNEL)"
 					rc=1
 				fi
+			elif ! rig_vm_alive "$vm" && [ -z "${rebooted[$vm]:-}" ] &&
+				crash=$(l1_boot_crash_verdict "$(rig_vm_dir "$vm")/console.log" "${RIG_T0[$vm]}"); then
+				rig_log "$vm: its kernel crashed while booting ($crash); booting it again"
+				rebooted[$vm]=1
+				_rig_launch "$vm" "$L1_HANG_REBOOT_MARK"
+				t0=$SECONDS
+				left+=("$vm")
 			elif ! rig_vm_alive "$vm"; then
 				rig_log "$vm: QEMU exited during boot"
 				_rig_show_logs "$vm"

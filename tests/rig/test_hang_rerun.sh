@@ -14,7 +14,10 @@
 #   - one FLAKY test leaves the run passing; two fail it, saying why;
 #   - the suite's line in rig-out/suite-times.tsv counts its tests passed and run;
 #   - the closing summary lists a failed test with its FAIL line, and the lines a failed check printed
-#     after it (up to the next check's line); a test that failed with no failed check, its last lines.
+#     after it (up to the next check's line); a test that failed with no failed check, its last lines;
+#   - l1_boot_crash_verdict (the launcher's, for a VM whose QEMU exited while it booted): 6.12's #GP in
+#     text_poke_early() at boot may be retried (its first line), the same oops with a frame of farpass
+#     may not, a boot without a crash or whose crash was in a boot before SINCE has none.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d)
@@ -178,4 +181,31 @@ $(stall $idle)" 1
 run
 expect_eq "a run with two FLAKY tests: run-suites' status" "$RC" 1
 expect "... saying why" grep -q '^FAIL: 2 FLAKY tests in one run' <<<"$OUT"
+# The boot crash seen on 2026-11-29 (6.12, one TCG thread), cut to its first and last lines.
+boot_oops() {
+	printf '%s\n' '[    0.624646] Oops: general protection fault, maybe for address 0x10: 0000 [#1] PREEMPT SMP NOPTI' \
+		"[    0.624646] RIP: 0010:$1" '[    0.624646]  start_kernel+0x5f4/0x8d0' \
+		'[    0.624646] Kernel panic - not syncing: Attempted to kill the idle task!'
+}
+since=$(date +%s.%N)
+crash_verdict() {
+	printf '%s\n' "$1" >"$scratch/crash.console"
+	VERDICT=$(l1_boot_crash_verdict "$scratch/crash.console" "$since") && RCV=0 || RCV=$?
+}
+crash_verdict "$(mark '' "$since")
+$(boot_oops text_poke_early+0x68/0xa0)"
+expect_eq "a boot crash in text_poke_early(): may be retried, named by its first line" "$RCV $VERDICT" \
+	"0 [    0.624646] Oops: general protection fault, maybe for address 0x10: 0000 [#1] PREEMPT SMP NOPTI"
+crash_verdict "$(mark '' "$since")
+$(boot_oops 'fp_link_probe+0x68/0xa0 [farpass]')"
+expect_eq "the same crash in a frame of farpass: not retried" "$RCV $VERDICT" "2 a frame of ours: fp_link_probe+0x68/0xa0"
+crash_verdict "$(mark '' "$since")
+[    1.000000] rig-init: start at uptime 1.00"
+expect_eq "a boot without a crash report" "$RCV" 1
+crash_verdict "$(mark '' 1)
+$(boot_oops text_poke_early+0x68/0xa0)
+$(mark '' "$since")
+[    1.000000] rig-init: start at uptime 1.00"
+expect_eq "a crash in a boot before SINCE does not count" "$RCV" 1
+
 echo "hang rerun: all checks passed"
