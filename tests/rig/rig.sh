@@ -422,7 +422,7 @@ _rig_wait_ready_all() {
 					rc=1
 				fi
 			elif ! rig_vm_alive "$vm" && [ -z "${rebooted[$vm]:-}" ] &&
-				crash=$(l1_boot_crash_verdict "$(rig_vm_dir "$vm")/console.log" "${RIG_T0[$vm]}"); then
+				crash=$(l1_boot_crash_verdict "$dir/console.log" "${RIG_T0[$vm]}"); then
 				rig_log "$vm: its kernel crashed while booting ($crash); booting it again"
 				rebooted[$vm]=1
 				_rig_launch "$vm" "$L1_HANG_REBOOT_MARK"
