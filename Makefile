@@ -26,7 +26,7 @@ build: setup
 # mdev/compat.h tells apart (mdev release and iommufd ops, BAR mmap flags, eventfd signalling of MSI-X and
 # INTx, pinning and IOMMU maps) and the e2e suite's NVMe fio test: the rest of both suites there is in
 # `make soak`. In two lanes run at once (tests/run-lanes.sh), balanced by their tests' times (docs/rig.md).
-CHECK_LANES := 'unit rig agent libvirt kernel/test_load_unload@other kernel/test_bar_window@other kernel/test_irq_bridge@other kernel/test_intx@other kernel/test_dma_window@other e2e/test_remote_nvme_fio@other kernel' 'e2e reliability'
+CHECK_LANES := 'unit rig agent libvirt kernel/test_load_unload@other kernel/test_bar_window@other kernel/test_irq_bridge@other kernel/test_intx@other kernel/test_dma_window@other kernel' 'e2e reliability e2e/test_remote_nvme_fio@other'
 check: build
 	tests/run-lanes.sh $(CHECK_LANES)
 
@@ -59,13 +59,13 @@ check-other-kernel: build
 	. vm-images/env.sh && tests/run-suites.sh kernel@$$FARPASS_KERNEL_OTHER e2e@$$FARPASS_KERNEL_OTHER
 
 # Faults while an L2 guest runs fio with verify on the remote NVMe: link outages shorter and longer than the
-# lease, its borrower host killed, the lender's device reset, hot-plug churn, four guests on one link; every
-# block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
+# lease, its borrower host killed, the lender's device reset, hot-plug churn (four guests on one link: make
+# soak); every block fio completed checked, resources back to baseline, a summary table (tests/reliability/).
 check-reliability: build
 	tests/run-suites.sh reliability
 
-# The long variants: check-reliability with 100 hot-plug cycles, 100 reboots of a guest, the e1000e on plain MSI, the rig's
-# local vfio-pci baseline of the e2e suite and the L1 kernels' code patching (tests/soak/), the whole kernel
+# The long variants: check-reliability with 100 hot-plug cycles, four guests on one link, 100 reboots of a guest, the e1000e on
+# plain MSI, the rig's local vfio-pci baseline of the e2e suite and the L1 kernels' code patching (tests/soak/), the whole kernel
 # and e2e suites on the other L1 kernel series, the kernel fuzz 10 min per seed.
 soak: build
 	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak kernel@other e2e@other

@@ -21,7 +21,7 @@
 # (rel-lib.sh).
 set -euo pipefail
 export RIG_LENDER_NVMES=4
-. "$(dirname "$0")/rel-lib.sh"
+. "$(dirname "$0")/../reliability/rel-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup || exit
 GUESTS=(1 2 3 4)
 declare -A PCI=() IMG=() UUID=() TAG=() LOG=()
