@@ -36,11 +36,14 @@ l1_log_window() {
 		END { if (keep) printf "%s", seg }'
 }
 
+# l1_report_from RE: the text on stdin from its first line matching RE on. Status 1 if none matches.
+l1_report_from() {
+	awk -v re="$1" '$0 ~ re { found = 1 } found { print } END { exit !found }'
+}
+
 # l1_hang_report: the hang reports in the text on stdin, whole: everything from the first one on (a
 # later report, or the backtraces the first one asked for, follow it). Status 1 if there is none.
-l1_hang_report() {
-	awk -v re="$L1_HANG_RE" '$0 ~ re { found = 1 } found { print } END { exit !found }'
-}
+l1_hang_report() { l1_report_from "$L1_HANG_RE"; }
 
 # _l1_cpus_without_backtrace: the CPUs a report on stdin names as stalled (RCU stall lists, a starved
 # grace-period kthread's ->cpu, a soft lockup's CPU#) that have no backtrace in it: an "NMI backtrace for
@@ -113,8 +116,7 @@ L1_CRASH_RE='Oops: |BUG: |Kernel panic - |general protection fault|invalid opcod
 # 2026-11-29); a boot may be retried. Status 1: no crash report. Status 2, printing why: a frame of ours.
 l1_boot_crash_verdict() {
 	local report
-	report=$(l1_log_window "$1" "$2" | awk -v re="$L1_CRASH_RE" '$0 ~ re { found = 1 } found { print } END { exit !found }') ||
-		return 1
+	report=$(l1_log_window "$1" "$2" | l1_report_from "$L1_CRASH_RE") || return 1
 	_l1_frame_of_ours "$report" && return 2
 	head -n 1 <<<"$report"
 }
