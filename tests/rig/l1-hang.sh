@@ -74,8 +74,10 @@ _l1_cpus_without_backtrace() {
 # _l1_frame_of_ours REPORT: whether REPORT has a frame of farpass, NTB, VFIO, mdev or IOMMU code; prints
 # "a frame of ours: " and the first.
 _l1_frame_of_ours() {
-	grep -qE "$L1_HANG_OURS_MOD_RE|$L1_HANG_OURS_SYM_RE" <<<"$1" || return 1
-	printf 'a frame of ours: %s\n' "$(grep -m1 -oE "$L1_HANG_OURS_MOD_RE|$L1_HANG_OURS_SYM_RE" <<<"$1" | head -n1 | sed 's/^[^A-Za-z_[]*//')"
+	local frame
+	frame=$(grep -m1 -oE "$L1_HANG_OURS_MOD_RE|$L1_HANG_OURS_SYM_RE" <<<"$1" | head -n1 | sed 's/^[^A-Za-z_[]*//')
+	[ -n "$frame" ] || return 1
+	printf 'a frame of ours: %s\n' "$frame"
 }
 
 # l1_hang_verdict [--boot] CONSOLE QEMULOG SINCE: whether CONSOLE's text since epoch SINCE
