@@ -9,11 +9,11 @@ for b in "$top"/tests/bench/bench_*.sh; do
 	bash "$b" || { r=$? && echo "bench $(basename "$b" .sh) could not measure (rc=$r)"; rc=1; }
 done
 
-# make check's suites (its lanes in the Makefile, @other resolved as run-suites.sh does), each with its
-# latest run that tests/run-suites.sh recorded in this checkout, and the latest wall time of both lanes.
+# make check's suites (CHECK_SUITES in the Makefile, @other resolved as run-suites.sh does), each with its
+# latest run that tests/run-suites.sh recorded in this checkout; make check runs them one after the other.
 times=$top/rig-out/suite-times.tsv
 other=$(. "$top/vm-images/env.sh" && echo "$FARPASS_KERNEL_OTHER")
-read -ra suites <<<"$(sed -n "s/^CHECK_LANES := //p" "$top/Makefile" | tr -d "'" | sed "s/@other/@$other/g")"
+read -ra suites <<<"$(make -s -C "$top" print-check-suites | sed "s/@other/@$other/g")"
 echo "=== make check's time per suite: the latest run of each in this checkout ($times)"
 printf '%-12s %8s %10s  %-20s %-16s %s\n' suite seconds passed "ended (UTC)" "L0 load 1 min" commit
 total=0 missing=()
@@ -27,11 +27,5 @@ for s in "${suites[@]}"; do
 	printf '%-12s %8s %10s  %-20s %-16s %s\n' "$s" "$secs" "$tests" "$ended" "$load0 -> $load1" "$commit"
 	total=$((total + secs))
 done
-echo "sum: $total s ($((total / 60)) min, each suite timed beside the other lane's)${missing[*]:+; no run recorded of: ${missing[*]}}"
-if last=$(awk -F'\t' '$2 == "lanes"' "$times" 2>/dev/null | tail -n1) && [ -n "$last" ]; then
-	IFS=$'\t' read -r ended _ secs tests load0 load1 commit <<<"$last"
-	echo "make check's wall time, both lanes at once: $secs s ($((secs / 60)) min), $tests passed, ended $ended, L0 load $load0 -> $load1, $commit"
-else
-	echo "make check's wall time: no run of both lanes recorded"
-fi
+echo "sum: $total s ($((total / 60)) min)${missing[*]:+; no run recorded of: ${missing[*]}}"
 exit $rc

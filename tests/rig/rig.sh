@@ -203,7 +203,7 @@ _rig_kill_stale() {
 # ------------------------------------------------------------------------------------ management LAN
 
 # Eight UDP ports on 127.0.0.1 (the hub's, then one per VM number), the first free block from one derived
-# from RIGDIR: two rigs at once (two test dirs, make check's two lanes) never share a LAN, even when their
+# from RIGDIR: two rigs at once (two test dirs) never share a LAN, even when their
 # directories hash alike.
 _rig_lan_ports() {
 	local h i base used
