@@ -36,10 +36,8 @@ SCRIPT
 run_suites 'left@other' 'right'
 expect_eq "a failed test fails the run: run-suites' status" "$RC" 1
 expect_eq "the closing part names it, with its FAIL line and what it found, then the counts" \
-	"$(grep -x -A4 'failed: right/test_fail' <<<"$OUT")" "failed: right/test_fail
-    FAIL a check of the right suite; it found:
-        the thing it found
-1 passed, 1 failed, 0 FLAKY"
+	"$(grep -x -A4 'failed: right/test_fail' <<<"$OUT" | paste -sd ';')" \
+	"failed: right/test_fail;    FAIL a check of the right suite; it found:;        the thing it found;1 passed, 1 failed, 0 FLAKY"
 expect_eq "left@other ran on the other series: FARPASS_KERNEL and the rig directory" \
 	"$(sed -n 's/^kernel=/kernel=/p' <<<"$OUT")" "kernel=$other rigdir=test_pass@$other"
 expect "... and the suite's line in suite-times.tsv names it" \
@@ -49,9 +47,8 @@ expect "... and the suite's line in suite-times.tsv names it" \
 echo "echo 'FAIL the left suite ran all its tests'; exit 1" >"$scratch/tests/left/test_not_asked.sh"
 run_suites 'left/test_pass@other'
 expect_eq "left/test_pass@other ran that test alone on the other series, named left@$other/test_pass" \
-	"$(grep -E '^(kernel=|PASS|FAIL)' <<<"$OUT" | sed -E 's/ \([0-9]+ s\)$//')" \
-	"kernel=$other rigdir=test_pass@$other
-PASS left@$other/test_pass"
+	"$(grep -E '^(kernel=|PASS|FAIL)' <<<"$OUT" | sed -E 's/ \([0-9]+ s\)$//' | paste -sd ';')" \
+	"kernel=$other rigdir=test_pass@$other;PASS left@$other/test_pass"
 expect_eq "... and the run passed" "$RC" 0
 
 run_suites 'nowhere'
