@@ -22,16 +22,14 @@ build: setup
 	. vm-images/env.sh && meson compile -C $(BUILD) \
 		$$(for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do echo mdev/farpass-$$k.ko tests/kernel/fp_probe_fault-$$k.ko; done)
 
-# Every suite on the default L1 kernel but two e2e tests (SR-IOV VFs to two borrowers, and an NVMe's
-# hot-replug and reboot, which the libvirt and fault suites' hot-plugs mostly cover) and, on the other
-# (@other), the kernel tests of the interfaces mdev/compat.h tells apart (mdev release and iommufd ops, BAR
-# mmap flags, eventfd signalling of MSI-X and INTx, pinning and IOMMU maps): the rest is in `make soak`,
-# for CI's 90 minutes. One rig at a time: two at once on two cores took longer than one after the other
-# (docs/rig.md).
-CHECK_E2E := test_lend_while_in_use test_remote_e1000_intx test_remote_nic_and_nvme test_remote_nvme_fio \
-	test_restart_fio
-CHECK_SUITES := unit rig kernel kernel/test_load_unload@other kernel/test_bar_window@other \
-	kernel/test_irq_bridge@other kernel/test_intx@other kernel/test_dma_window@other agent libvirt \
+# Every suite on the default L1 kernel, of the e2e suite only the tests of CHECK_E2E (several devices of
+# two lenders in one guest, fio through the NVMe alone, agents restarted under it), and, on the other
+# (@other), the two kernel tests of what mdev/compat.h tells apart most (mdev release and iommufd ops;
+# pinning, hugetlb and IOMMU maps): the rest is in `make soak`, for CI's 90 minutes. One rig at a time:
+# two at once on two cores took longer than one after the other (docs/rig.md).
+CHECK_E2E := test_remote_nic_and_nvme test_remote_nvme_fio test_restart_fio
+SOAK_E2E := $(filter-out $(CHECK_E2E),$(basename $(notdir $(wildcard tests/e2e/test_*.sh))))
+CHECK_SUITES := unit rig kernel kernel/test_load_unload@other kernel/test_dma_window@other agent libvirt \
 	$(addprefix e2e/,$(CHECK_E2E)) reliability
 check: build
 	tests/run-suites.sh $(CHECK_SUITES)
@@ -78,8 +76,7 @@ check-reliability: build
 # plain MSI, the rig's local vfio-pci baseline of the e2e suite and the L1 kernels' code patching (tests/soak/), the e2e tests
 # make check leaves out, the whole kernel and e2e suites on the other L1 kernel series, the kernel fuzz 10 min per seed.
 soak: build
-	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak e2e/test_sriov_vfs e2e/test_remote_nvme_replug_reboot \
-		kernel@other e2e@other
+	REL_CHURN_CYCLES=100 tests/run-suites.sh reliability soak $(addprefix e2e/,$(SOAK_E2E)) kernel@other e2e@other
 	FP_FUZZ_MS=600000 bash tests/kernel/test_fuzz.sh
 
 bench: build
