@@ -265,15 +265,6 @@ ag_extra_mdev() {
 		rig_run "$1" -- "echo $AG_EXTRA_UUID > /sys/class/mdev_bus/$(ntb_pci "$1" "$(rig_link "$l" "$1")")/mdev_supported_types/$type/create"
 }
 
-# ag_lender_reg32 PCI BAR OFFSET: a 32-bit register of a lender device's memory BAR, read around its
-# driver through sysfs resourceBAR (printed in hex).
-ag_lender_reg32() {
-	rig_run "$AG_LENDER" -- "python3 -c 'import mmap, struct
-f = open(\"/sys/bus/pci/devices/$1/resource$2\", \"r+b\")
-m = mmap.mmap(f.fileno(), ($3 // 4096 + 1) * 4096)
-print(\"%#x\" % struct.unpack_from(\"<I\", m, $3)[0])'"
-}
-
 # ag_expect_returned VM SECONDS LABEL: VM's agent gave $AG_LENDER's $AG_LENT back within SECONDS, and the
 # lender has it free again (ag_expect_free).
 ag_expect_returned() {
@@ -282,9 +273,10 @@ ag_expect_returned() {
 }
 
 # ag_expect_free LABEL: the lender ($AG_LENDER) has no lease on $AG_LENT, lists it free, keeps it on
-# vfio-pci, with bus master off (and an NVMe reset: CSTS.RDY 0).
+# vfio-pci, with bus master off (and, the reset seen in the device's registers: an NVMe's CSTS.RDY 0, an
+# e1000e's receive control 0).
 ag_expect_free() {
-	local label=$1 cmd csts l=$AG_LENDER
+	local label=$1 cmd csts rctl l=$AG_LENDER
 	expect_eq "$label $l: no lease on $AG_LENT left" \
 		"$(ag_ctl "$l" --json borrows | jq -r --arg p "$AG_LENT" '[.leases[] | select(.pci == $p)] | length')" 0
 	expect_eq "$label $l: list shows it free" \
@@ -294,10 +286,17 @@ ag_expect_free() {
 	cmd=0x$(rig_run "$l" -- "setpci -s $AG_LENT COMMAND")
 	echo "$l: command=$cmd"
 	expect "$label $l: bus master off" test $((cmd & 4)) = 0
-	if [ "$(rig_run "$l" -- "cat /sys/bus/pci/devices/$AG_LENT/class")" = 0x010802 ]; then
-		csts=$(ag_lender_reg32 "$AG_LENT" 0 0x1c) ||
+	case $(rig_run "$l" -- "cd /sys/bus/pci/devices/$AG_LENT && echo \$(cat class vendor device)") in
+	"0x010802 "*)
+		csts=$(rig_mmio32 "$l" "$AG_LENT" 0 0x1c) ||
 			{ echo "FAIL $label $l: CSTS not read through sysfs resource0" && return 1; }
 		echo "$l: csts=$csts"
 		expect "$label $l: controller reset (CSTS.RDY 0)" test $((csts & 1)) = 0
-	fi
+		;;
+	"0x020000 0x8086 0x10d3")
+		rctl=$(rig_mmio32 "$l" "$AG_LENT" 0 0x100) ||
+			{ echo "FAIL $label $l: RCTL not read through sysfs resource0" && return 1; }
+		expect_eq "$label $l: NIC reset (receive control)" "$rctl" 0x0
+		;;
+	esac
 }

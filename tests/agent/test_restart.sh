@@ -33,7 +33,7 @@ nsze=$(($(stat -c %s "$(rig_lender_nvme_img)") / 512))
 # its hello and device.list exceeded call_timeout_ms (1.5 s): the 10 s default lease expired first.
 ag_remote_mdev $B $U '"lease_ms": 30000'
 
-csts() { ag_lender_reg32 "$LENDER_NVME" 0 0x1c; }
+csts() { rig_mmio32 "$AG_LENDER" "$LENDER_NVME" 0 0x1c; }
 # again N LABEL: the client's round N of Identify on the same admin queue, checked.
 again() {
 	local line

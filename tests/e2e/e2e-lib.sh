@@ -413,11 +413,6 @@ e2e_expect_written() {
 	fi
 }
 
-# The NIC tests' device: the lender's QEMU e1000e (82574L, MSI-X) on user-mode networking (slirp on L0:
-# its 10.0.2.2 is L0's loopback), with no option ROM (the mdev passes none), for RIG_LENDER_EXTRA.
-E2E_NIC_PCI=0000:00:09.0
-E2E_NIC_LENDER_EXTRA="-netdev user,id=lnet -device e1000e,netdev=lnet,addr=0x9,romfile="
-
 # e2e_http_up MIB: the NIC's far end on L0: a fresh random blob of MIB MiB served by l0-http.py from
 # $E2E_HTTP_DIR on port $E2E_HTTP_PORT, stopped when the test exits (call it before rig_up: the rig's
 # EXIT trap runs this one after its own).

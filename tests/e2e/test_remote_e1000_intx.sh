@@ -34,9 +34,9 @@ ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e100
-AG_LENT=$E2E_NIC_PCI
-# The lender's NIC as E2E_NIC_LENDER_EXTRA's, an e1000 instead of the e1000e.
-RIG_LENDER_EXTRA=${E2E_NIC_LENDER_EXTRA/e1000e/e1000}
+AG_LENT=$RIG_NIC_PCI
+# The lender's NIC as RIG_NIC_LENDER_EXTRA's, an e1000 instead of the e1000e.
+RIG_LENDER_EXTRA=${RIG_NIC_LENDER_EXTRA/e1000e/e1000}
 E2E_IO_COUNTERS_LENDER+=' doorbell_events intx_unmasks_signalled'
 E2E_IO_COUNTERS_BORROWER+=' intx_unmasks_posted bar_trapped_other'
 

@@ -21,8 +21,9 @@
 #      delivery and signalling, MSI-X table/PBA traps) kept its value, and no MSI-X table/PBA access was
 #      trapped (E2E_MSIX_TRAPS_MAX);
 #  (e) the guest's shutdown returned the three devices: borrower1's agent gave each back to its lender,
-#      which shows it free on vfio-pci with bus master off (and an NVMe reset); the guest's script exited
-#      0, and its QEMU powered off within 60 s of the script's end, with status 0;
+#      which shows it free on vfio-pci with bus master off (and reset: the NVMe's CSTS.RDY 0, the NIC's
+#      receive control 0); the guest's script exited 0, and its QEMU powered off within 60 s of the
+#      script's end, with status 0;
 #  (f) the kernel logs of the three L1s have no warning, BUG, oops, RCU stall, hung task or DMAR fault;
 #  (g) the NVMe beside the NIC: borrower1 held three DMA windows of the guest's RAM (one per device)
 #      during the I/O; the guest's fio verify passed, its NVMe's MSI-X interrupts at least 90% as many as
@@ -42,13 +43,13 @@ ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e1e1
-AG_LENT=$E2E_NIC_PCI
+AG_LENT=$RIG_NIC_PCI
 NVME=$(rig_lender_nvme_pci 0)
 export AG_LENT_ALSO=$NVME
 # lender2 lends its NVMe, at the same address (ag_remote_mdev: $AG_LENT2).
 export AG_LENT2=$NVME
 BLOB_MIB=1
-RIG_LENDER_EXTRA=$E2E_NIC_LENDER_EXTRA
+RIG_LENDER_EXTRA=$RIG_NIC_LENDER_EXTRA
 e2e_http_up $BLOB_MIB
 
 # The guest's 512 MiB are pinned in borrower1 for each device: two DMA windows of 512 MiB in link 1's MW2,

@@ -29,7 +29,8 @@
 #      again (another upload tag, checked on L0) and reads back, with fio verify_only, every block
 #      borrower1's guest wrote with the second tag;
 #  (e) `virsh destroy` of that guest, which still has both devices, removes the hook's transient
-#      instances and both are given back (the lender lists them free and reset them).
+#      instances and both are given back (the lender lists them free and reset them: the NVMe's CSTS.RDY
+#      0, the NIC's receive control 0).
 # The three kernel logs have no warning, BUG, oops, RCU stall, hung task or DMAR fault.
 # Prints each step's duration (a summary table, also `make demo`'s).
 set -euo pipefail
@@ -38,9 +39,9 @@ set -euo pipefail
 lv_check_setup && e2e_check_setup || exit
 
 B1=borrower1 B2=borrower2
-NIC=$E2E_NIC_PCI
+NIC=$RIG_NIC_PCI
 AG_LENT_ALSO=$NIC
-RIG_LENDER_EXTRA=$E2E_NIC_LENDER_EXTRA
+RIG_LENDER_EXTRA=$RIG_NIC_LENDER_EXTRA
 e2e_http_up 2
 # Bounds for the guests' runs: three L1s, each running an L2 under TCG, on a loaded machine.
 E2E_L2_TIMEOUT=2400
@@ -70,11 +71,12 @@ ag_pki
 expect "lender: farpass.ko loads (modprobe)" lv_fp_load lender
 ag_lender_up ", \"peers\": [$(ag_peer_entry $B1 "$(ntb_pci lender 1)"), $(ag_peer_entry $B2 "$(ntb_pci lender 2)")]"
 lv_expect_packaged lender
-for b in $B1 $B2; do
-	lv_host_up "$b" ", \"poll_ms\": 1000, $E2E_BORROWER_AGENT_CFG, \"peers\": [$(ag_peer_entry lender "$(ntb_pci "$b")")]"
-	e2e_slow_upcalls "$b"
-	lv_libvirtd_up "$b" --guests
-done
+borrower_up() {
+	lv_host_up "$1" ", \"poll_ms\": 1000, $E2E_BORROWER_AGENT_CFG, \"peers\": [$(ag_peer_entry lender "$(ntb_pci "$1")")]"
+	e2e_slow_upcalls "$1"
+	lv_libvirtd_up "$1" --guests
+}
+lv_at_once borrower_up $B1 $B2
 lv_expect_type $B1
 T=$LV_TYPE
 U=$(ag_ctl $B1 mdev-uuid "$T")

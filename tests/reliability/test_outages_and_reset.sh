@@ -205,14 +205,14 @@ fault_at 4
 expect "(4b) lender: sysfs reset of $LENDER_NVME" rig_run lender -- "echo 1 >/sys/bus/pci/devices/$LENDER_NVME/reset"
 t_reset=$(date +%s.%N)
 kb=$(e2e_done_kb "$log" S4)
-csts=$(ag_lender_reg32 "$LENDER_NVME" 0 0x1c)
+csts=$(rig_mmio32 "$AG_LENDER" "$LENDER_NVME" 0 0x1c)
 echo "lender: csts=$csts after the reset"
 expect_writing 4 "$kb"
 expect "(4b) lender: the controller is disabled after the reset (CSTS.RDY 0)" test $((csts & 1)) = 0
 rel_row 'what the guest saw' "device reset after $((kb / 4)) blocks acknowledged: nvme timeout and controller reset, fio went on"
 t_resume=$(rel_resumed_after $B "$log" "$kb" "$t_reset" S4)
 echo "the guest's writes went on ${t_resume:-never (300 s)} s after the reset"
-csts=$(ag_lender_reg32 "$LENDER_NVME" 0 0x1c)
+csts=$(rig_mmio32 "$AG_LENDER" "$LENDER_NVME" 0 0x1c)
 echo "lender: csts=$csts after that"
 expect "(4c) lender: the controller enabled again (CSTS.RDY 1) once the writes went on" test $((csts & 1)) = 1
 expect_recovered 4 "$t_resume" loss

@@ -56,6 +56,10 @@ RIG_NTB_DEVICE=${RIG_NTB_DEVICE:-ntb-epf}
 RIG_BOOT_TIMEOUT=${RIG_BOOT_TIMEOUT:-240}
 RIG_RUN_TIMEOUT=${RIG_RUN_TIMEOUT:-600}
 RIG_TCG_THREAD=${RIG_TCG_THREAD:-single}
+# The lender's NIC, for RIG_LENDER_EXTRA: QEMU's e1000e (82574L, MSI-X) on user-mode networking (slirp
+# on L0: its 10.0.2.2 is L0's loopback), with no option ROM (the mdev passes none).
+RIG_NIC_PCI=0000:00:09.0
+RIG_NIC_LENDER_EXTRA="-netdev user,id=lnet -device e1000e,netdev=lnet,addr=0x9,romfile="
 RIG_VMS=()
 declare -gA RIG_PID=()
 declare -gA RIG_T0=()
@@ -284,7 +288,7 @@ _rig_prepare_vm() {
 	dir=$(rig_vm_dir "$vm")
 	mkdir -p "$dir"
 	# cryptomgr.notests: no crypto self-tests at boot (under TCG one hung a borrower's boot for 4 min).
-	# iomem=relaxed: tests read a lent device's registers through sysfs resourceN (ag_lender_reg32) also
+	# iomem=relaxed: tests read a lent device's registers through sysfs resourceN (rig_mmio32) also
 	# once vfio-pci holds the BAR (the lender's agent mmaps a peer's BAR for peer-to-peer), which Debian's
 	# IO_STRICT_DEVMEM refuses otherwise.
 	append="console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on cryptomgr.notests iomem=relaxed rig.vm=$vm"
@@ -641,6 +645,17 @@ rig_run() {
 	mv "$dir/$id.sh" "$dir/$id.cmd" 2>/dev/null || true
 	cat "$dir/$id.out"
 	return "$rc"
+}
+
+# rig_mmio32 VM PCI BAR OFFSET [VALUE]: a 32-bit register of device PCI's memory BAR in VM, reached
+# around its driver through sysfs resourceBAR: VALUE written first when given, then read (printed in hex).
+rig_mmio32() {
+	rig_run "$1" -- "python3 -c 'import mmap, struct, sys
+f = open(\"/sys/bus/pci/devices/$2/resource$3\", \"r+b\")
+m = mmap.mmap(f.fileno(), ($4 // 4096 + 1) * 4096)
+if len(sys.argv) > 1:
+    struct.pack_into(\"<I\", m, $4, int(sys.argv[1], 0))
+print(\"%#x\" % struct.unpack_from(\"<I\", m, $4)[0])' ${5:-}"
 }
 
 # SIGKILL the VM's QEMU (a crashed host: its NTB peers see the link go down).

@@ -28,8 +28,8 @@ ag_check_built && fp_check_built && e2e_check_setup || exit
 
 B=borrower1
 U=8f7c3ab0-5c6e-4e41-9d3e-00000000e15e
-AG_LENT=$E2E_NIC_PCI
-RIG_LENDER_EXTRA=$E2E_NIC_LENDER_EXTRA
+AG_LENT=$RIG_NIC_PCI
+RIG_LENDER_EXTRA=$RIG_NIC_LENDER_EXTRA
 E2E_L2_APPEND=e1000e.IntMode=1
 
 e2e_http_up 2
