@@ -85,6 +85,15 @@ void print_table(std::ostream &out, const std::vector<std::vector<std::string>> 
 	}
 }
 
+// A free device whose reset failed takes no lease (docs/agent-protocol.md, "Leases"); a lender older
+// than that field sends none.
+std::string holder_text(const json &device)
+{
+	if (!device.at("borrower").is_null())
+		return device.at("borrower");
+	return device.value("reset_failed", false) ? "- (reset failed)" : "-";
+}
+
 void print_text(std::ostream &out, std::string_view command, const json &result)
 {
 	if (command == "list") {
@@ -93,7 +102,7 @@ void print_text(std::ostream &out, std::string_view command, const json &result)
 			rows.push_back({device.at("host"), device.at("pci"),
 					hex4(device.at("vendor")) + ":" + hex4(device.at("device")),
 					bars_text(device.at("bar_sizes")),
-					device.at("borrower").is_null() ? "-" : device.at("borrower").get<std::string>()});
+					holder_text(device)});
 		if (rows.size() == 1)
 			out << "no devices lent in the cluster\n";
 		else

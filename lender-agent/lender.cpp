@@ -59,6 +59,7 @@ json device_state(const LentDevice &device, std::int64_t wall_offset_ms)
 		      {"bar_sizes", device.info.bar_sizes},
 		      {"iommu_group", device.info.iommu_group},
 		      {"slot", device.slot},
+		      {"reset_failed", device.reset_failed},
 		      {"lease", nullptr}};
 	if (device.lease) {
 		json dma = json::array();
@@ -136,6 +137,7 @@ std::vector<std::string> Lender::restore()
 			device.slot = saved.contains("slot") ? decode_uint<std::uint32_t>(saved["slot"], "slot", 0, irq_slots - 1)
 							     : free_slot();
 			device.bars = place_bars(device.slot, device.info.bar_sizes, device.info.bar_flags, window_);
+			device.reset_failed = saved.value("reset_failed", false);
 			// While this agent was down its borrowers could not renew: a restored lease gets a
 			// full lease time from now, so the lender's own downtime never takes a device away.
 			// The file holds wall-clock times (the monotonic clock restarts with the boot).
@@ -271,6 +273,8 @@ Lease Lender::acquire(const std::string &pci_address, const std::string &borrowe
 	if (device.lease && device.lease->borrower != borrower)
 		throw AgentError(ErrorCode::device_busy, pci_address + " is borrowed by " + device.lease->borrower);
 	if (!device.lease) {
+		if (device.reset_failed)
+			reset_after_lease(device);
 		map_bars(device, borrower, false);
 		device.lease = Lease{random_hex(8), borrower, 0};
 		if (!device.data_path_ntb.empty())
@@ -699,8 +703,26 @@ void Lender::end_lease(LentDevice &device)
 					unmap_bar(device.data_path_ntb, device, bar);
 				});
 	device.data_path_ntb.clear();
-	attempt("resetting " + device.pci_address, [&] { device.vfio->reset(); });
+	try {
+		reset_after_lease(device);
+	} catch (const AgentError &e) {
+		notices_.push_back(e.what());
+	}
 	device.lease.reset();
+}
+
+void Lender::reset_after_lease(LentDevice &device)
+{
+	try {
+		device.vfio->reset();
+	} catch (const std::exception &e) {
+		device.reset_failed = true;
+		const auto *agent_error = dynamic_cast<const AgentError *>(&e);
+		throw AgentError(ErrorCode::system_error, agent_error ? agent_error->error_number() : EIO,
+				 "resetting " + device.pci_address + " after its last lease: " + e.what() +
+					 "; no new lease until a reset succeeds");
+	}
+	device.reset_failed = false;
 }
 
 // The borrower's command register is virtual (its bus-master bit is the borrow itself), so the device

@@ -35,6 +35,7 @@ json device_view(const AgentContext &agent, const LentDevice &device)
 		     {"bar_offsets", device.bars.offsets},
 		     {"bar_mapped", device.bars.placed},
 		     {"irq_slot", device.slot},
+		     {"reset_failed", device.reset_failed},
 		     {"borrower", nullptr}};
 	if (device.lease)
 		view["borrower"] = device.lease->borrower;

@@ -164,6 +164,7 @@ struct VfioRecord {
 	std::map<unsigned, std::size_t> irqs; // index -> vectors armed (each with an eventfd)
 	int fail_set_irqs = 0;		      // errno for the next set_irqs that arms vectors
 	int fail_unmap_dma = 0;		      // errno for the next unmap_dma
+	int fail_resets = 0;		      // resets that fail (EINVAL: no reset method) from now on
 	int opens = 0;			      // new containers (a real one starts empty, the device reset)
 	int adoptions = 0;		      // descriptors of a previous agent taken over
 };
@@ -201,6 +202,10 @@ public:
 	}
 	void reset() override
 	{
+		if (record_->fail_resets) {
+			record_->fail_resets--;
+			throw AgentError(ErrorCode::system_error, EINVAL, "VFIO_DEVICE_RESET failed");
+		}
 		record_->resets++;
 		note("reset");
 	}

@@ -698,6 +698,36 @@ TEST_CASE("expiry tears down the same way; a step that fails is a notice and the
 	CHECK_FALSE(agent.lender->devices().at(nic_address).lease);
 }
 
+TEST_CASE("a device not reset after its lease takes no new lease until a reset succeeds, across a restart too")
+{
+	AgentFixture agent;
+	agent.lender->lend(nic_address);
+	VfioRecord &record = *agent.vfio.records.at(nic_address);
+	Lease lease = agent.lender->acquire(nic_address, "borrower-b");
+	record.fail_resets = 2; // the reset at the lease's end and the one the next acquire tries
+	agent.lender->release(nic_address, "borrower-b", lease.id);
+	CHECK(agent.lender->take_notices() ==
+	      std::vector<std::string>{"resetting 0000:02:00.0 after its last lease: VFIO_DEVICE_RESET failed; "
+				       "no new lease until a reset succeeds"});
+	CHECK(agent.lender->devices().at(nic_address).reset_failed);
+	CHECK(agent.call("device.list", nlohmann::json::object()).at("result").at("devices").at(0).at("reset_failed") == true);
+
+	agent.restart();
+	agent.lender->restore();
+	REQUIRE(agent.lender->devices().at(nic_address).reset_failed);
+	const std::size_t from = agent.journal.size();
+	CHECK(code_of([&] { agent.lender->acquire(nic_address, "borrower-b"); }) == ErrorCode::system_error);
+	CHECK(since(agent.journal, from).empty()); // no BAR mapped, bus master not turned on
+	CHECK_FALSE(agent.lender->devices().at(nic_address).lease);
+
+	lease = agent.lender->acquire(nic_address, "borrower-b"); // this time the reset works
+	CHECK(since(agent.journal, from).front() == "vfio 0000:02:00.0 reset");
+	CHECK_FALSE(agent.lender->devices().at(nic_address).reset_failed);
+	agent.lender->release(nic_address, "borrower-b", lease.id);
+	CHECK_FALSE(agent.lender->devices().at(nic_address).reset_failed);
+	CHECK(agent.lender->take_notices().empty());
+}
+
 TEST_CASE("a restart restores a lease's data path: BARs (still mapped: EEXIST counts), DMA, interrupts with new eventfds")
 {
 	AgentFixture agent;

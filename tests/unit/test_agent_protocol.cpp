@@ -165,6 +165,7 @@ TEST_CASE("device.lend and device.unlend: results and error codes")
 					 {"bar_offsets", {0, 0, 0, 0, 0, 0}},
 					 {"bar_mapped", {true, false, false, false, false, false}},
 					 {"irq_slot", 0},
+					 {"reset_failed", false},
 					 {"borrower", nullptr}});
 	CHECK(error_code(agent.call("device.lend", {{"pci", nvme_address}})) == code(ErrorCode::already_lent));
 	CHECK(error_code(agent.call("device.lend", {{"pci", "0000:09:00.0"}})) == code(ErrorCode::no_such_device));

@@ -22,7 +22,8 @@ namespace {
 const fs::path golden_dir = fs::path(FARPASS_SOURCE_ROOT) / "tests/golden/farpassctl";
 
 // Host lender-a (the CLI's agent) lends an NVMe and a NIC, the NIC borrowed by borrower-b; peer lender-b
-// lends its own NVMe, reached over an authenticated peer session; peer lender-c is down.
+// lends its own NVMe (its reset after a lease failed), reached over an authenticated peer session; peer
+// lender-c is down.
 struct Cluster {
 	Cluster() : lender_b(10'000, "lender-b")
 	{
@@ -31,6 +32,9 @@ struct Cluster {
 		lender_a.lender->lend(nic_address);
 		lender_a.lender->acquire(nic_address, "borrower-b");
 		lender_b.lender->lend(nvme_address);
+		// Not reset after a lease: listed, and no new lease until a reset works.
+		lender_b.vfio.records.at(nvme_address)->fail_resets = 1;
+		lender_b.lender->release(nvme_address, "borrower-b", lender_b.lender->acquire(nvme_address, "borrower-b").id);
 		lender_a.clock.now += 2'500;
 		lender_a.context->peers = {{"lender-b", "10.0.0.2:7450"}, {"lender-c", "10.0.0.3:7450"}};
 		lender_a.context->call_peer = [this](const PeerAddress &peer, std::string_view method, const json &params) {
