@@ -120,8 +120,8 @@ public:
 
 	// A second borrower gets device_busy naming the holder; the holder itself gets its lease back,
 	// renewed, so a retried acquire whose reply was lost is harmless. A device whose reset failed
-	// after its last lease is reset first; if that fails too, system_error and no lease. A new lease maps the device's
-	// placed BARs towards the borrower's NTB first; a failure there means no lease. Without that NTB
+	// after its last lease is reset first; if that fails too, system_error and no lease. A new lease
+	// maps the device's placed BARs towards the borrower's NTB first; a failure there means no lease. Without that NTB
 	// (no "ntb" configured for the borrower) or without a kernel data path (EOPNOTSUPP, or ENOTTY from
 	// a kernel older than uapi 2) the lease has no data path (data_path_ntb empty, a notice says so).
 	Lease acquire(const std::string &pci_address, const std::string &borrower);
@@ -186,7 +186,8 @@ private:
 	void arm_irqs(LentDevice &device, unsigned index, std::uint32_t count);
 	void disarm_irqs(LentDevice &device);
 	void end_lease(LentDevice &device);
-	// Marks the device reset_failed and throws system_error when its reset fails; clears the mark otherwise.
+	// Marks the device reset_failed and throws system_error when its reset fails; clears the mark
+	// otherwise.
 	void reset_after_lease(LentDevice &device);
 	void set_bus_master(LentDevice &device, bool on);
 	// Runs one step of a teardown; a failure becomes a notice.
