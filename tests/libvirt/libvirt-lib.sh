@@ -102,23 +102,6 @@ lv_host_up() {
 	echo "# $vm: host up in $((SECONDS - t0)) s"
 }
 
-# lv_at_once FUNCTION VM...: FUNCTION VM for every VM at the same time (each L1 is its own QEMU), their
-# output shown afterwards one VM after the other; fails if any of them failed.
-lv_at_once() {
-	local fn=$1 i rc=0 pids=()
-	shift
-	local vms=("$@")
-	for i in "${!vms[@]}"; do
-		("$fn" "${vms[i]}") >"$RIGDIR/${vms[i]}/$fn.out" 2>&1 &
-		pids+=($!)
-	done
-	for i in "${!vms[@]}"; do
-		wait "${pids[i]}" || rc=1
-		cat "$RIGDIR/${vms[i]}/$fn.out"
-	done
-	return $rc
-}
-
 # lv_libvirtd_up VM [--guests]: --guests for running L2 guests, with the rig's own settings: QEMU runs as
 # root, as the guests' files (kernel, console, script) are on 9p shares where the L1's libvirt-qemu user
 # may not create or chown; /var/log/libvirt/qemu is read on L0 (lv_qemu_log); libvirtd listens on TCP

@@ -71,12 +71,11 @@ ag_pki
 expect "lender: farpass.ko loads (modprobe)" lv_fp_load lender
 ag_lender_up ", \"peers\": [$(ag_peer_entry $B1 "$(ntb_pci lender 1)"), $(ag_peer_entry $B2 "$(ntb_pci lender 2)")]"
 lv_expect_packaged lender
-borrower_up() {
-	lv_host_up "$1" ", \"poll_ms\": 1000, $E2E_BORROWER_AGENT_CFG, \"peers\": [$(ag_peer_entry lender "$(ntb_pci "$1")")]"
-	e2e_slow_upcalls "$1"
-	lv_libvirtd_up "$1" --guests
-}
-lv_at_once borrower_up $B1 $B2
+for b in $B1 $B2; do
+	lv_host_up "$b" ", \"poll_ms\": 1000, $E2E_BORROWER_AGENT_CFG, \"peers\": [$(ag_peer_entry lender "$(ntb_pci "$b")")]"
+	e2e_slow_upcalls "$b"
+	lv_libvirtd_up "$b" --guests
+done
 lv_expect_type $B1
 T=$LV_TYPE
 U=$(ag_ctl $B1 mdev-uuid "$T")
