@@ -1049,14 +1049,22 @@ int run_vfio_dma(const Args &a, int fd)
 		return finish(a, errno, "buffers");
 	auto *hi = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(hi_map) + size - 1) & ~(size - 1));
 	madvise(hi, size, MADV_HUGEPAGE);
-	// The low buffer in 4 KiB pages touched last to first: the page allocator hands out ascending
-	// frames, so no two neighbours are physically contiguous and the kernel sees many runs in its slot.
+	// The low buffer in 4 KiB pages, each touched right after a page of a spacer: whether the page
+	// allocator hands out consecutive frames ascending or descending, a spacer frame then sits between
+	// two neighbours, so the kernel sees many runs in the low buffer's slot.
+	auto *spacer = static_cast<uint8_t *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	if (spacer == MAP_FAILED)
+		return finish(a, errno, "spacer");
 	madvise(lo, size, MADV_NOHUGEPAGE);
-	for (uint64_t off = size; off; off -= 4096)
-		std::memset(lo + off - 4096, 0, 4096);
+	madvise(spacer, size, MADV_NOHUGEPAGE);
+	for (uint64_t off = 0; off < size; off += 4096) {
+		std::memset(spacer + off, 0, 4096);
+		std::memset(lo + off, 0, 4096);
+	}
 	std::memset(hi, 0, size);
 	if (int err = vfio_dma_map(v.container, lo, iova_lo, size, false))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA low");
+	munmap(spacer, size); // the low buffer's frames are pinned now
 	// The high buffer in two mappings, as QEMU maps adjacent RAM sections: one guest RAM range.
 	if (int err = vfio_dma_map(v.container, hi, iova_hi, size / 2, false))
 		return finish(a, err, "VFIO_IOMMU_MAP_DMA high, lower half");

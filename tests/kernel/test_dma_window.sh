@@ -3,7 +3,8 @@
 # farpass-client announces a fake device, serves upcalls as the agent, and opens the mdev as QEMU
 # would (type1 container, two zeroed 2 MiB buffers VFIO_IOMMU_MAP_DMA'd at IOVA 1 MiB and 4 GiB, the
 # latter in two 1 MiB mappings as QEMU maps adjacent RAM sections: one guest RAM range; the low one in
-# 4 KiB pages touched last to first, physically scattered, the high one a huge page if THP allows).
+# 4 KiB pages, each touched after a page of a spacer buffer, whose frames the page allocator then puts
+# between the low buffer's, the high one a huge page if THP allows).
 #  (a) bus master on: the DMA window is built before BORROW (ramscan finds exactly the two buffers,
 #      every page pinned: DMA_LAYOUT and the pinned_pages counter say 1024), BORROW answered 0; each
 #      slot mapped with one IOMMU call (debugfs last_borrow), the low one of several physical runs;
