@@ -164,7 +164,7 @@ struct VfioRecord {
 	std::map<unsigned, std::size_t> irqs; // index -> vectors armed (each with an eventfd)
 	int fail_set_irqs = 0;		      // errno for the next set_irqs that arms vectors
 	int fail_unmap_dma = 0;		      // errno for the next unmap_dma
-	int fail_resets = 0;		      // resets that fail (EINVAL: no reset method) from now on
+	int fail_resets = 0;		      // how many of the next resets fail (EINVAL, as with no reset method)
 	int opens = 0;			      // new containers (a real one starts empty, the device reset)
 	int adoptions = 0;		      // descriptors of a previous agent taken over
 };
