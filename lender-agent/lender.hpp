@@ -121,9 +121,10 @@ public:
 	// A second borrower gets device_busy naming the holder; the holder itself gets its lease back,
 	// renewed, so a retried acquire whose reply was lost is harmless. A device whose reset failed
 	// after its last lease is reset first; if that fails too, system_error and no lease. A new lease
-	// maps the device's placed BARs towards the borrower's NTB first; a failure there means no lease. Without that NTB
-	// (no "ntb" configured for the borrower) or without a kernel data path (EOPNOTSUPP, or ENOTTY from
-	// a kernel older than uapi 2) the lease has no data path (data_path_ntb empty, a notice says so).
+	// maps the device's placed BARs towards the borrower's NTB first; a failure there means no lease.
+	// Without that NTB (no "ntb" configured for the borrower) or without a kernel data path
+	// (EOPNOTSUPP, or ENOTTY from a kernel older than uapi 2) the lease has no data path
+	// (data_path_ntb empty, a notice says so).
 	Lease acquire(const std::string &pci_address, const std::string &borrower);
 	Lease renew(const std::string &pci_address, const std::string &borrower, const std::string &lease_id);
 	void release(const std::string &pci_address, const std::string &borrower, const std::string &lease_id);
