@@ -42,7 +42,7 @@ B1=borrower1 B2=borrower2
 NIC=$RIG_NIC_PCI
 AG_LENT_ALSO=$NIC
 RIG_LENDER_EXTRA=$RIG_NIC_LENDER_EXTRA
-e2e_http_up 2
+e2e_http_up 1
 # Bounds for the guests' runs: three L1s, each running an L2 under TCG, on a loaded machine.
 E2E_L2_TIMEOUT=2400
 IMG=$(rig_lender_nvme_img)

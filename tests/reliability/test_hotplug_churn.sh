@@ -1,6 +1,6 @@
 #!/bin/bash
 # Scenario 5 of issue 15, hot-plug churn: the lender's NVMe (the farpass mdev behind a PCIe root port of a
-# 256 MiB L2 guest of borrower1) hot-removed and hot-added REL_CHURN_CYCLES times (5; `make soak`: 100)
+# 256 MiB L2 guest of borrower1) hot-removed and hot-added REL_CHURN_CYCLES times (3; `make soak`: 100)
 # over the L2 QEMU's QMP, with a short fio verify in the guest between cycles. Checks:
 #  (a) every cycle: device_del ends with DEVICE_DELETED and the guest then has no nvme disk; after
 #      device_add it has its disk again;
@@ -24,7 +24,7 @@
 set -euo pipefail
 . "$(dirname "$0")/rel-lib.sh"
 ag_check_built && fp_check_built && e2e_check_setup || exit
-N=$(rel_count REL_CHURN_CYCLES 5 cycles)
+N=$(rel_count REL_CHURN_CYCLES 3 cycles)
 # A short fio job between cycles: 64 writes of 4 KiB, each verified.
 E2E_REGIONS=(4096:$((16 << 20)):$((256 << 10)))
 E2E_L2_TIMEOUT=$((900 + N * 120))
