@@ -23,11 +23,11 @@ build: setup
 		$$(for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do echo mdev/farpass-$$k.ko tests/kernel/fp_probe_fault-$$k.ko; done)
 
 # Every suite on the default L1 kernel, of the e2e suite only the tests of CHECK_E2E (several devices of
-# two lenders in one guest, fio through the NVMe alone, agents restarted under it), and, on the other
-# (@other), the two kernel tests of what mdev/compat.h tells apart most (mdev release and iommufd ops;
-# pinning, hugetlb and IOMMU maps): the rest is in `make soak`, for CI's 90 minutes. One rig at a time:
-# two at once on two cores took longer than one after the other (docs/rig.md).
-CHECK_E2E := test_remote_nic_and_nvme test_remote_nvme_fio test_restart_fio
+# two lenders in one guest; fio through the NVMe alone, then with the agents restarted under it), and,
+# on the other (@other), the two kernel tests of what mdev/compat.h tells apart most (mdev release and
+# iommufd ops; pinning, hugetlb and IOMMU maps): the rest is in `make soak`, for CI's 90 minutes. One rig
+# at a time: two at once on two cores took longer than one after the other (docs/rig.md).
+CHECK_E2E := test_remote_nic_and_nvme test_remote_nvme_fio
 SOAK_E2E := $(filter-out $(CHECK_E2E),$(basename $(notdir $(wildcard tests/e2e/test_*.sh))))
 CHECK_SUITES := unit rig kernel kernel/test_load_unload@other kernel/test_dma_window@other agent libvirt \
 	$(addprefix e2e/,$(CHECK_E2E)) reliability
