@@ -108,7 +108,6 @@ E2E_REGIONS=("${RESTART_REGIONS[@]}")
 e2e_expect_fio_jobs "$(sed -n '/^E2E-WAIT restarts$/,$p' <<<"$out")"
 mapfile -t E2E_WRITTEN_EXTRA < <(regions_of "${REGIONS[@]}")
 e2e_expect_written "$(rig_lender_nvme_img)" "$tag_r"
-E2E_REGIONS=("${REGIONS[@]}")
 
 ag_expect_returned $B 30 "(e)"
 e2e_expect_reset_works $B
