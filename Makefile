@@ -16,6 +16,12 @@ setup:
 	. vm-images/env.sh && for k in $$FARPASS_KERNEL_DEFAULT $$FARPASS_KERNEL_OTHER; do \
 		FARPASS_KERNEL=$$k bash vm-images/setup.sh all || exit; done
 
+# meson compiles through ccache (found at `meson setup`): a fresh clone's build of sources an earlier build
+# compiled takes its objects from the cache beside the rig's. Paths hash relative to the checkout and
+# without its directory, so every clone shares the entries.
+build: export CCACHE_DIR := $(FARPASS_CACHE)/ccache
+build: export CCACHE_BASEDIR := $(CURDIR)
+build: export CCACHE_NOHASHDIR := 1
 build: setup
 	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD)
 	meson compile -C $(BUILD)

@@ -25,14 +25,14 @@ VM_IMAGES=$FARPASS_TOP/vm-images
 # Build/run dependencies (each checked against apt-cache). The linux-headers package of the chosen ABI is
 # added by resolve_kernel. kmod/pciutils/iputils-ping/procps/nvme-cli (SR-IOV set-up) are also used inside
 # L1 (it runs on our root); jq and libxml2-utils (xmllint) by the libvirt hook, which the unit suite runs
-# here; gnuplot-nox draws `make bench`'s plots (SVG).
+# here; gnuplot-nox draws `make bench`'s plots (SVG); ccache keeps `make build`'s compiler outputs (Makefile).
 APT_PACKAGES=(
 	flex bison bc libelf-dev libssl-dev cpio busybox-static dpkg-dev gcc g++ make file patch
 	libglib2.0-dev libpixman-1-dev meson ninja-build libfdt-dev libattr1-dev libcap-ng-dev libslirp-dev
 	pkg-config python3 qemu-system-x86 qemu-utils seabios ipxe-qemu qemu-system-data mmdebstrap
 	nlohmann-json3-dev doctest-dev iproute2 iputils-ping xz-utils kmod pciutils procps nvme-cli
 	debian-archive-keyring clang libclang-rt-14-dev openssl debhelper dh-dkms lintian jq libxml2-utils zstd
-	gnuplot-nox
+	gnuplot-nox ccache
 )
 SRC_LIST=/etc/apt/sources.list.d/farpass-src.sources
 APT_UPDATED=0
