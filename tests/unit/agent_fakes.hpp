@@ -27,6 +27,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -35,6 +36,16 @@
 namespace farpass::agent::testing {
 
 namespace fs = std::filesystem;
+
+// The checkout's top directory, from meson's test() environment: a path compiled in would make every
+// clone's objects differ (and miss ccache).
+inline fs::path source_root()
+{
+	const char *root = std::getenv("FARPASS_SOURCE_ROOT");
+	if (!root || !*root)
+		throw std::runtime_error("FARPASS_SOURCE_ROOT is not set: run the test through meson test");
+	return root;
+}
 
 class TempDir {
 public:

@@ -30,7 +30,7 @@ struct Pki {
 
 	static void make(const std::string &args)
 	{
-		const std::string command = "bash " FARPASS_SOURCE_ROOT "/tests/make-pki.sh " + args;
+		const std::string command = "bash " + (source_root() / "tests/make-pki.sh").string() + " " + args;
 		if (std::system(command.c_str()) != 0)
 			throw std::runtime_error("failed: " + command);
 	}

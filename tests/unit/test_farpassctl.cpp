@@ -19,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-const fs::path golden_dir = fs::path(FARPASS_SOURCE_ROOT) / "tests/golden/farpassctl";
+const fs::path golden_dir = source_root() / "tests/golden/farpassctl";
 
 // Host lender-a (the CLI's agent) lends an NVMe and a NIC, the NIC borrowed by borrower-b; peer lender-b
 // lends its own NVMe (its reset after a lease failed), reached over an authenticated peer session; peer
@@ -172,7 +172,7 @@ TEST_CASE("--help prints the usage, which docs/agent-protocol.md quotes verbatim
 	Cluster cluster;
 	check_golden("help.txt", cluster.run({"--help"}));
 	CHECK(cluster.exit_code == exit_ok);
-	const std::string docs = read_file(fs::path(FARPASS_SOURCE_ROOT) / "docs/agent-protocol.md");
+	const std::string docs = read_file(source_root() / "docs/agent-protocol.md");
 	CHECK_MESSAGE(docs.find(farpassctl_usage()) != std::string::npos,
 		      "docs/agent-protocol.md must contain farpassctl --help verbatim");
 }
@@ -218,7 +218,7 @@ TEST_CASE("the man page docs/man/farpassctl.1 has exactly the commands and optio
 {
 	CHECK(usage_entries("commands:") == "list lend unlend borrows status mdev-uuid");
 	CHECK(usage_entries("options:") == "--json --socket --force --help");
-	const std::string page = read_file(fs::path(FARPASS_SOURCE_ROOT) / "docs/man/farpassctl.1");
+	const std::string page = read_file(source_root() / "docs/man/farpassctl.1");
 	CHECK(roff_entries(page, "COMMANDS", "OPTIONS") == usage_entries("commands:"));
 	CHECK(roff_entries(page, "OPTIONS", "EXIT STATUS") == usage_entries("options:"));
 }
