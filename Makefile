@@ -19,9 +19,9 @@ setup:
 # meson compiles through ccache (found at `meson setup`): a fresh clone's build of sources an earlier build
 # compiled takes its objects from the cache beside the rig's. Paths hash relative to the checkout and
 # without its directory, so every clone shares the entries.
-build: export CCACHE_DIR := $(FARPASS_CACHE)/ccache
+build deb: export CCACHE_DIR := $(FARPASS_CACHE)/ccache
+build deb: export CCACHE_NOHASHDIR := 1
 build: export CCACHE_BASEDIR := $(CURDIR)
-build: export CCACHE_NOHASHDIR := 1
 build: setup
 	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD)
 	meson compile -C $(BUILD)
@@ -92,7 +92,11 @@ demo: build
 	bash tests/demo.sh
 
 # Debian packages farpass and farpass-dkms (debian/), built by dpkg-buildpackage from a copy of the
-# tree's files (tracked and new, not ignored) and checked by lintian: $(BUILD)/deb/*.deb.
+# tree's files (tracked and new, not ignored) and checked by lintian: $(BUILD)/deb/*.deb. Through ccache
+# too: dpkg-buildflags' -ffile-prefix-map makes the objects the same wherever the copy is, so the option,
+# which names the copy's path, is left out of the hash.
+deb: export CCACHE_BASEDIR := $(abspath $(BUILD))/deb/farpass
+deb: export CCACHE_IGNOREOPTIONS := -ffile-prefix-map=*
 deb:
 	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/farpass
 	git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c | tar -x -C $(BUILD)/deb/farpass
