@@ -20,7 +20,7 @@ POLL=0.1
 
 log() { printf 'rig-server[%s]: %s\n' "$RIG_VM" "$*" >/dev/console; }
 
-# The uptime in seconds, without a fork: each exec from L0's root over 9p costs an L1 a few tenths of a
+# The uptime in seconds, without an exec: each exec from L0's root over 9p costs an L1 a few tenths of a
 # second under TCG, and the VM is not ready until this script says so.
 uptime_now() {
 	local up _
