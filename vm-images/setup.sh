@@ -25,7 +25,8 @@ VM_IMAGES=$FARPASS_TOP/vm-images
 # Build/run dependencies (each checked against apt-cache). The linux-headers package of the chosen ABI is
 # added by resolve_kernel. kmod/pciutils/iputils-ping/procps/nvme-cli (SR-IOV set-up) are also used inside
 # L1 (it runs on our root); jq and libxml2-utils (xmllint) by the libvirt hook, which the unit suite runs
-# here; gnuplot-nox draws `make bench`'s plots (SVG); ccache keeps `make build`'s compiler outputs (Makefile).
+# here; gnuplot-nox draws `make bench`'s plots (SVG); ccache keeps the compiler outputs of
+# `make build` and `make deb` (Makefile).
 APT_PACKAGES=(
 	flex bison bc libelf-dev libssl-dev cpio busybox-static dpkg-dev gcc g++ make file patch
 	libglib2.0-dev libpixman-1-dev meson ninja-build libfdt-dev libattr1-dev libcap-ng-dev libslirp-dev

@@ -252,7 +252,8 @@ EOF
 # guest's console ($E2E_L2_LOG) and fails if it did not stop. Until the guest's init says L2-DONE (just
 # before it powers off) or its kernel panics, the wait reads the console on L0 and asks virsh only every
 # 30 s (a guest that stopped without a word): `virsh domstate` every 2 s took the L1's one TCG thread
-# from the guest (virsh and its rig command 40-50% in the L1's top) and halved the guest's fio rate.
+# from the guest (virsh and its rig command about 45% in the L1's top) and cost its fio about a third of
+# its rate (docs/rig.md).
 lv_guest_finish() {
 	local vm=$1 t0=$SECONDS n=0
 	until grep -qsE '^L2-DONE|Kernel panic' "$E2E_L2_LOG" || ((SECONDS - t0 >= E2E_L2_TIMEOUT)); do
