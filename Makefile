@@ -30,12 +30,15 @@ build: setup
 
 # Every suite on the default L1 kernel, of the e2e suite only the tests of CHECK_E2E (several devices of
 # two lenders in one guest; fio through the NVMe alone, then with the agents restarted under it), and,
-# on the other (@other), the two kernel tests of what mdev/compat.h tells apart most (mdev release and
-# iommufd ops; pinning, hugetlb and IOMMU maps): the rest is in `make soak`, for CI's 90 minutes. One rig
-# at a time: two at once on two cores took longer than one after the other (docs/rig.md).
+# on the other (@other), the kernel tests that call each of mdev/compat.h's shims there: the vfio_device_ops
+# shim (test_load_unload), pinning, hugetlb and IOMMU maps (test_dma_window), a window's mmap and
+# a BAR_MAP's IOMMU map (test_bar_window), eventfd signals (test_intx: the VFIO user's trigger and the
+# lender's unmask eventfd). The rest is in `make soak`, for CI's 90 minutes. One rig at a time: two at
+# once on two cores took longer than one after the other (docs/rig.md).
 CHECK_E2E := test_remote_nic_and_nvme test_remote_nvme_fio
 SOAK_E2E := $(filter-out $(CHECK_E2E),$(basename $(notdir $(wildcard tests/e2e/test_*.sh))))
-CHECK_SUITES := unit rig kernel kernel/test_load_unload@other kernel/test_dma_window@other agent libvirt \
+CHECK_SUITES := unit rig kernel $(foreach t,load_unload dma_window bar_window intx,kernel/test_$(t)@other) \
+	agent libvirt \
 	$(addprefix e2e/,$(CHECK_E2E)) reliability
 check: build
 	tests/run-suites.sh $(CHECK_SUITES)
