@@ -37,8 +37,8 @@ build: setup
 # once on two cores took longer than one after the other (docs/rig.md).
 CHECK_E2E := test_remote_nic_and_nvme test_remote_nvme_fio
 SOAK_E2E := $(filter-out $(CHECK_E2E),$(basename $(notdir $(wildcard tests/e2e/test_*.sh))))
-CHECK_SUITES := unit rig kernel $(foreach t,load_unload dma_window bar_window intx,kernel/test_$(t)@other) \
-	agent libvirt \
+CHECK_OTHER_KERNEL := test_load_unload test_dma_window test_bar_window test_intx
+CHECK_SUITES := unit rig kernel $(patsubst %,kernel/%@other,$(CHECK_OTHER_KERNEL)) agent libvirt \
 	$(addprefix e2e/,$(CHECK_E2E)) reliability
 check: build
 	tests/run-suites.sh $(CHECK_SUITES)
