@@ -26,10 +26,8 @@
 #    allocated (AnonPages) before the first reading.
 # L0's load average is printed before and after. Nested TCG rig: times are the emulation's.
 set -euo pipefail
-. "$(dirname "$0")/../rig/rig.sh"
-. "$(dirname "$0")/../rig/ntb-lib.sh"
-. "$(dirname "$0")/../kernel/kernel-lib.sh"
-. "$(dirname "$0")/../agent/agent-lib.sh"
+# The rig, NTB, kernel and agent libraries, and the e2e suite's timeouts for large borrows.
+. "$(dirname "$0")/../e2e/e2e-lib.sh"
 ag_check_built && fp_check_built || exit
 
 read -ra COUNTS <<<"${BENCH_SCALE_COUNTS:-1 4 16}"
@@ -52,9 +50,9 @@ for ((k = 0; k < NVMES; k++)); do
 done
 # The 1 GiB borrow's BORROW upcall waits for the lender's dma.map of a 1 GiB slot, which takes longer
 # under TCG than borrower1's agent's default call timeout (1.5 s) and the kernel's upcall timeout (2 s):
-# both raised as for the e2e suite's guests (e2e-lib.sh's E2E_BORROWER_AGENT_CFG, e2e_slow_upcalls).
-AG_LENT=${PCI[0]} AG_LENT_ALSO=${PCI[*]:1} ag_remote_mdev $B $U0 "" '"call_timeout_ms": 20000'
-rig_run $B -- "echo 25000 >/sys/module/farpass/parameters/upcall_timeout_ms"
+# both raised as for the e2e suite's guests.
+AG_LENT=${PCI[0]} AG_LENT_ALSO=${PCI[*]:1} ag_remote_mdev $B $U0 "" "$E2E_BORROWER_AGENT_CFG"
+e2e_slow_upcalls $B
 UUID[0]=$U0
 for ((k = 1; k < NVMES; k++)); do
 	ag_extra_mdev $B "${PCI[k]}"
